@@ -1,0 +1,53 @@
+# infermatrix: `make demo` runs the quickstart on the built-in server;
+# `make test` is what CI runs. `make help` lists every target.
+
+GO      ?= go
+BIN     := bin/infermatrix
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+PKG     := github.com/infermatrix/infermatrix
+LDFLAGS := -s -w -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT)
+
+.PHONY: help build demo test fmt vet bench fuzz schema tidy-check clean
+
+## help: list the targets
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST) | column -t -s ':'
+
+## build: build a static bin/infermatrix
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infermatrix
+
+## demo: run the quickstart on the built-in server and print where its decision record is
+demo: build
+	./$(BIN) run experiments/quickstart.yaml
+
+## test: gofmt check, go vet, and every test with the race detector
+test:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+## fmt: format the code
+fmt:
+	gofmt -w .
+
+## bench: run the benchmarks (figures go in docs/performance.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## fuzz: fuzz the SSE reader for a minute
+fuzz:
+	$(GO) test ./runner -run '^$$' -fuzz FuzzSSEReader -fuzztime 60s
+
+## schema: regenerate schema/infermatrix.schema.json from the Go types
+schema:
+	$(GO) test ./schema -run TestJSONSchemaGolden -update
+
+## tidy-check: fail if go.mod or go.sum are not tidy
+tidy-check:
+	$(GO) mod tidy -diff
+
+## clean: remove build output and runs
+clean:
+	rm -rf bin runs

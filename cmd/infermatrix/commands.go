@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/reports"
+	"github.com/infermatrix/infermatrix/runner"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/sim"
+	"github.com/spf13/cobra"
+)
+
+func newRoot(ctx context.Context, args []string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "infermatrix",
+		Short: "Benchmark LLM inference servers from experiment files, and write decision records",
+		Long: `infermatrix runs the workload matrix of an experiment file against an
+OpenAI-compatible server (vLLM, SGLang, TGI, NIM, llama.cpp) or its built-in
+simulator, measures what users feel (TTFT, TPOT, ITL, end-to-end latency,
+throughput, goodput), judges every row against the file's acceptance rules,
+and writes a decision record.
+
+Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed,
+4 invalid experiment, 130 interrupted.`,
+		Example: `  infermatrix run experiments/quickstart.yaml
+  infermatrix validate experiments/*.yaml
+  infermatrix plan experiments/quickstart.yaml`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(
+		newRunCmd(ctx, args, stdout, stderr),
+		newValidateCmd(stdout, stderr),
+		newPlanCmd(stdout),
+		newSimCmd(ctx, stdout, stderr),
+		newSchemaCmd(stdout),
+		newVersionCmd(stdout),
+	)
+	return root
+}
+
+// loadPlan loads an experiment, printing every problem. A file that cannot
+// be read is an invalid experiment too: nothing can be sent.
+func loadPlan(path string, opts schema.Options, stderr io.Writer) (*schema.Plan, error) {
+	plan, err := schema.Load(path, opts)
+	if err != nil {
+		var ps schema.Problems
+		if errors.As(err, &ps) {
+			fmt.Fprintln(stderr, ps.Error())
+			n := len(ps)
+			return nil, withCode(exitInvalid, fmt.Errorf("%s: %d problem%s; nothing was run", path, n, plural(n)))
+		}
+		return nil, withCode(exitInvalid, err)
+	}
+	return plan, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *cobra.Command {
+	var out, target string
+	var rows []string
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run an experiment and write its decision record",
+		Long: `Run executes every row of the experiment in order, writes one record per request
+as it completes, summarises each row, judges acceptance and writes the decision
+record into a new run directory (default runs/<name>/<UTC timestamp>/).
+
+The first Ctrl-C stops dispatching, gives requests in flight the row's grace
+period, writes every record and summary (marked interrupted) and exits 130.
+A second Ctrl-C exits at once; records already written stay intact.`,
+		Example: `  # on the built-in simulated server
+  infermatrix run experiments/quickstart.yaml
+
+  # against a server, two rows only, results in a chosen directory
+  infermatrix run experiments/llama-8b.yaml --target http://127.0.0.1:8000/v1 \
+      --rows short_chat,saturation --out results/after-driver-upgrade`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows}, stderr)
+			if err != nil {
+				return err
+			}
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr})
+			if res == nil {
+				return withCode(exitRuntime, runErr)
+			}
+			written, err := reports.Write(res.Dir, &reports.Input{Plan: plan, Manifest: res.Manifest, Summary: res.Summary})
+			if err != nil {
+				return withCode(exitRuntime, errors.Join(runErr, err))
+			}
+			for _, f := range written.Unsupported {
+				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
+			}
+			decision := filepath.Join(res.Dir.Path, "decision.md")
+			fmt.Fprintf(stdout, "decision record: %s\n", decision)
+			switch {
+			case runErr != nil:
+				return withCode(exitRuntime, runErr)
+			case res.Interrupted:
+				return withCode(exitInterrupted, errors.New("interrupted; the decision record covers what was measured"))
+			}
+			d := judgeLine(written)
+			if !d.passed {
+				fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", d.text)
+				return withCode(exitAcceptance, errors.New(""))
+			}
+			fmt.Fprintf(stdout, "verdict: PASS (%s)\n", d.text)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
+	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
+	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
+	return cmd
+}
+
+type verdictLine struct {
+	passed bool
+	text   string
+}
+
+func judgeLine(w *reports.Written) verdictLine {
+	d := w.Decision
+	var pass, fail int
+	for _, rv := range d.Rows {
+		switch rv.Verdict {
+		case reports.Pass:
+			pass++
+		case reports.Fail:
+			fail++
+		}
+	}
+	text := fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail)
+	return verdictLine{passed: d.Passed(), text: text}
+}
+
+func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
+	var target string
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check experiment files without running them",
+		Long: `Validate decodes each file strictly, applies defaults, expands sweeps and
+compiles every acceptance and hypothesis expression against the real metric
+names. It prints every problem at once, as file:line:col: key.path: message,
+with a hint where one helps, and exits 4 if any file is invalid.`,
+		Example: `  infermatrix validate experiments/*.yaml`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bad := 0
+			for _, f := range args {
+				plan, err := schema.Load(f, schema.Options{Target: target})
+				if err != nil {
+					bad++
+					var ps schema.Problems
+					if errors.As(err, &ps) {
+						fmt.Fprintln(stderr, ps.Error())
+					} else {
+						fmt.Fprintln(stderr, err)
+					}
+					continue
+				}
+				fmt.Fprintf(stdout, "%s: ok (%d rows)\n", f, len(plan.Rows))
+			}
+			if bad > 0 {
+				return withCode(exitInvalid, fmt.Errorf("%d of %d file%s invalid", bad, len(args), plural(len(args))))
+			}
+			return nil
+		},
+	}
+}
+
+func newPlanCmd(stdout io.Writer) *cobra.Command {
+	var target string
+	var rows []string
+	cmd := &cobra.Command{
+		Use:   "plan FILE",
+		Short: "Show the expanded rows, request counts and an estimated duration",
+		Example: `  infermatrix plan experiments/quickstart.yaml
+  infermatrix plan experiments/llama-8b.yaml --rows saturation`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows}, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := reports.WritePlan(stdout, plan); err != nil {
+				return withCode(exitRuntime, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL")
+	cmd.Flags().StringSliceVar(&rows, "rows", nil, "plan only these rows")
+	return cmd
+}
+
+func newSimCmd(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var cfg sim.Config
+	var addr string
+	var listenAny bool
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Serve the built-in simulated OpenAI-compatible server",
+		Long: `Sim serves the simulated inference server on its own, for trying clients and
+other tools against it. It binds to loopback unless --listen-any is given.`,
+		Example: `  infermatrix sim --addr 127.0.0.1:8000 --ttft 50ms --itl 10ms
+  curl -N http://127.0.0.1:8000/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ln, err := sim.Listen(addr, listenAny)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			inst, err := sim.StartOn(ln, cfg)
+			if err != nil {
+				return withCode(exitRuntime, err)
+			}
+			fmt.Fprintf(stdout, "serving %s on %s (Ctrl-C to stop)\n", inst.Server.Config().Model, inst.BaseURL)
+			<-ctx.Done()
+			if err := inst.Close(); err != nil {
+				return withCode(exitRuntime, err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8000", "address to listen on")
+	f.BoolVar(&listenAny, "listen-any", false, "allow a non-loopback address (the server has no authentication)")
+	f.StringVar(&cfg.Model, "model", schema.DefaultSimModel, "model name to serve")
+	f.IntVar(&cfg.MaxModelLen, "max-model-len", schema.DefaultMaxModelLen, "context limit in tokens")
+	f.DurationVar(&cfg.TTFT, "ttft", schema.DefaultSimTTFT, "time to first token")
+	f.DurationVar(&cfg.ITL, "itl", schema.DefaultSimITL, "time between tokens")
+	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the generated text")
+	return cmd
+}
+
+func newSchemaCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of experiment files, for editors",
+		Long: `Schema prints a JSON Schema (draft 2020-12) of the experiment format. Point your
+editor's YAML language server at it to get completion and checks as you type:
+
+  # yaml-language-server: $schema=./infermatrix.schema.json`,
+		Example: `  infermatrix schema > infermatrix.schema.json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := schema.JSONSchema()
+			if err != nil {
+				return withCode(exitRuntime, err)
+			}
+			_, err = stdout.Write(b)
+			return err
+		},
+	}
+}
+
+func newVersionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version",
+		Example: `  infermatrix version`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			i := buildinfo.Get()
+			s := "infermatrix " + i.Version
+			if i.Commit != "" {
+				s += " (" + i.Commit + ")"
+			}
+			fmt.Fprintf(stdout, "%s %s\n", s, i.Go)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func cli(t *testing.T, ctx context.Context, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(ctx, args, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+func TestExitCodes(t *testing.T) {
+	closed := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return "http://" + ln.Addr().String() + "/v1"
+	}()
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"no command", []string{}, exitOK, nil},
+		{"unknown command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`}},
+		{"unknown flag", []string{"run", "--turbo", "x.yaml"}, exitUsage, []string{"unknown flag: --turbo"}},
+		{"missing argument", []string{"run"}, exitUsage, []string{"accepts 1 arg(s)"}},
+		{"missing file", []string{"validate", "testdata/nope.yaml"}, exitInvalid, []string{"nope.yaml"}},
+		{"invalid file", []string{"run", "../../schema/testdata/invalid/three-mistakes.yaml"}, exitInvalid,
+			[]string{"3 problems; nothing was run"}},
+		{"unreachable server", []string{"run", "testdata/failing.yaml", "--target", closed}, exitRuntime,
+			[]string{"server unreachable"}},
+		{"unknown --rows", []string{"plan", "testdata/grid.yaml", "--rows", "gird"}, exitInvalid,
+			[]string{`no row "gird"`, "did you mean `grid`?"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cli(t, context.Background(), tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit %d; want %d\nstdout: %s\nstderr: %s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateReportsEveryProblem is the issue's check: a file with an
+// unknown key, a string where a number belongs and an unknown metric gets
+// all three reported, with positions, and the invalid-experiment code.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	f := "../../schema/testdata/invalid/three-mistakes.yaml"
+	r := cli(t, context.Background(), "validate", f, "testdata/grid.yaml")
+	if r.code != exitInvalid {
+		t.Fatalf("exit %d; want %d", r.code, exitInvalid)
+	}
+	for _, want := range []string{
+		f + `:13:5: rows[0].concurency: unknown key "concurency"`,
+		"hint: did you mean `concurrency`?",
+		f + `:17:24: rows[1].rate.per_second: expected a number, got "fast" (a string)`,
+		f + `:20:31: acceptance[0].expect: unknown metric "tpot_p95"`,
+		"hint: did you mean `tpot.p95`",
+		"1 of 2 files invalid",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, "testdata/grid.yaml: ok (6 rows)") {
+		t.Errorf("stdout = %q; want the valid file reported ok", r.stdout)
+	}
+}
+
+func TestPlanListsSweptRows(t *testing.T) {
+	r := cli(t, context.Background(), "plan", "testdata/grid.yaml")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows := regexp.MustCompile(`(?m)^grid/c=\d+,in=\d+ `).FindAllString(r.stdout, -1)
+	if len(rows) != 6 {
+		t.Errorf("plan lists %d swept rows; want 6:\n%s", len(rows), r.stdout)
+	}
+	for _, want := range []string{"grid/c=8,in=4096", "300 requests", "~ assumes"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestSchemaAcceptsExamples checks that `infermatrix schema` prints a valid
+// JSON Schema that accepts every file in experiments/.
+func TestSchemaAcceptsExamples(t *testing.T) {
+	r := cli(t, context.Background(), "schema")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(r.stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("infermatrix.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("infermatrix.json")
+	if err != nil {
+		t.Fatalf("the printed schema does not compile: %v", err)
+	}
+	files, _ := filepath.Glob("../../experiments/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no experiments")
+	}
+	for _, f := range files {
+		v := yamlAsJSON(t, f)
+		if err := sch.Validate(v); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := cli(t, context.Background(), "version")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "infermatrix ") || !strings.Contains(r.stdout, "go1.") {
+		t.Errorf("version: %d %q", r.code, r.stdout)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, c := range []string{"run", "validate", "plan", "sim", "schema", "version"} {
+		r := cli(t, context.Background(), c, "--help")
+		if r.code != exitOK || !strings.Contains(r.stdout, "Examples:") {
+			t.Errorf("%s --help: exit %d, no examples:\n%s", c, r.code, r.stdout)
+		}
+	}
+}
+
+func TestAcceptanceFailedExitCode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	r := cli(t, context.Background(), "run", "testdata/failing.yaml", "--out", out)
+	if r.code != exitAcceptance {
+		t.Fatalf("exit %d; want %d\n%s%s", r.code, exitAcceptance, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "verdict: FAIL (1 of 2 judged rows pass)") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	for _, want := range []string{
+		"**Verdict: FAIL.** 1 of 2 judged rows are rejected: `impossible`.",
+		"| `impossible` | instant | **fail**: `ttft.p95 < 1` with ttft.p95 = ",
+		"## Rejected rows",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("decision.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestInterruptExitCode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	r := cli(t, ctx, "run", "testdata/long.yaml", "--out", out)
+	if r.code != exitInterrupted {
+		t.Fatalf("exit %d; want %d\n%s", r.code, exitInterrupted, r.stderr)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	if !strings.Contains(md, "**Interrupted.**") {
+		t.Errorf("decision.md does not say the run was interrupted:\n%s", md)
+	}
+	var s struct {
+		Interrupted bool `json:"interrupted"`
+		Rows        []struct {
+			Requests struct{ Sent int } `json:"requests"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(out, "summary.json"))), &s); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(readFile(t, filepath.Join(out, "rows", "forever", "requests.jsonl")), "\n")
+	if !s.Interrupted || lines == 0 || lines != s.Rows[0].Requests.Sent {
+		t.Errorf("interrupted %v, %d records on disk, %d in the summary", s.Interrupted, lines, s.Rows[0].Requests.Sent)
+	}
+}
+
+// TestQuickstartEndToEnd runs the quickstart as `make demo` does and reads
+// the decision record's verdicts.
+func TestQuickstartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quickstart (about 20s)")
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	r := cli(t, context.Background(), "run", "../../experiments/quickstart.yaml", "--out", out)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "decision record: "+filepath.Join(out, "decision.md")) {
+		t.Errorf("stdout = %q; want the decision record's path", r.stdout)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	for _, want := range []string{
+		"**Verdict: PASS.** 6 of 6 judged rows meet acceptance.",
+		"| H1 | Eight concurrent users get at least four times the output throughput of one.",
+		"| **supported** |",
+		"| `single_user` | interactive | pass |",
+		"| `sweep/c=32` | goodput | pass |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("decision.md lacks %q", want)
+		}
+	}
+	for _, row := range []string{"single_user", "busy_chat", "arrivals", "sweep/c=2", "sweep/c=8", "sweep/c=32"} {
+		if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(row) + "` \\|.*\\| ✅ pass \\|$").MatchString(md) {
+			t.Errorf("workload matrix has no passing line for %s", row)
+		}
+	}
+	for _, f := range []string{"manifest.json", "summary.json", "summary.csv", "decision.json", "experiment.yaml", "experiment.yaml.sha256", "rows/sweep/c=8/requests.jsonl"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// yamlAsJSON reads a YAML file into the values a JSON Schema validator
+// expects.
+func yamlAsJSON(t *testing.T, path string) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal([]byte(readFile(t, path)), &v); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

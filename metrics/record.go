@@ -1,0 +1,139 @@
+// Package metrics defines what infermatrix measures and how: the per-request
+// Record written as each request completes, the metric definitions derived
+// from its timestamps (docs/metrics.md is their prose twin), the row Summary
+// with exact statistics, and the environment acceptance and hypothesis
+// expressions are evaluated in.
+//
+// It sits below both runner (which produces records) and reports (which
+// judges summaries), so the two cannot disagree on what "TTFT" means.
+package metrics
+
+// Error classes. Every failed request gets exactly one, so error counts by
+// class add up to the total.
+const (
+	ErrConnect   = "connect"   // no connection: refused, DNS, TLS
+	ErrHTTP      = "http"      // a non-2xx status; Record.Status says which
+	ErrStream    = "stream"    // the server sent an error event mid-stream
+	ErrTruncated = "truncated" // the stream ended without [DONE]
+	ErrReset     = "reset"     // the connection broke while reading the response
+	ErrTimeout   = "timeout"   // the per-request timeout expired
+	ErrCanceled  = "canceled"  // cancelled on purpose: the row's cancel setting, or the end of the grace period
+	ErrProtocol  = "protocol"  // a response that is not what the API promises (bad JSON, wrong content type)
+)
+
+// ErrorClasses lists every class in a fixed order, for tables and
+// expressions.
+var ErrorClasses = []string{ErrConnect, ErrHTTP, ErrStream, ErrTruncated, ErrReset, ErrTimeout, ErrCanceled, ErrProtocol}
+
+// Record is one request, as written to rows/<id>/requests.jsonl the moment
+// it completes. Every metric is derived from these fields, so a run can be
+// re-summarised (with other definitions, or other SLOs) without re-running.
+//
+// Times are integer nanoseconds from one monotonic clock. ScheduledNS and
+// StartNS count from the start of the row; every other time counts from
+// StartNS, the request's own start. A zero time means the event did not
+// happen (a request cannot receive a byte at the very instant it starts).
+type Record struct {
+	// ID is unique within the run and sent as the X-Request-Id header, so a
+	// record can be matched to the server's logs.
+	ID     string `json:"id"`
+	Row    string `json:"row"`
+	Seq    int64  `json:"seq"` // dispatch order within the row, from 0
+	Warmup bool   `json:"warmup,omitempty"`
+	URL    string `json:"url"`
+	Stream bool   `json:"stream"`
+
+	// ScheduledNS is when the load pattern wanted the request sent. For
+	// open-loop rows, StartNS - QueueNS - ScheduledNS is the dispatcher's
+	// lag behind its schedule.
+	ScheduledNS int64 `json:"scheduled_ns"`
+	// StartNS is stamped just before the HTTP client looks for a
+	// connection, after any wait for a concurrency slot (QueueNS).
+	StartNS     int64 `json:"start_ns"`
+	StartUnixNS int64 `json:"start_unix_ns"` // wall clock at StartNS, for correlating with server logs
+	QueueNS     int64 `json:"queue_ns,omitempty"`
+
+	ConnNS       int64 `json:"conn_ns,omitempty"` // a connection was obtained (httptrace GotConn)
+	ConnReused   bool  `json:"conn_reused,omitempty"`
+	FirstByteNS  int64 `json:"first_byte_ns,omitempty"`  // first byte of the response headers
+	FirstTokenNS int64 `json:"first_token_ns,omitempty"` // first event carrying generated text (reasoning included)
+	// FirstOutputNS is the first event carrying non-reasoning text.
+	FirstOutputNS int64 `json:"first_output_ns,omitempty"`
+	LastTokenNS   int64 `json:"last_token_ns,omitempty"` // last event carrying generated text
+	EndNS         int64 `json:"end_ns"`                  // the response ended: [DONE], end of body, or the error
+
+	Status       int    `json:"status,omitempty"`
+	Error        *Error `json:"error,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
+
+	InputTokens  Tokens `json:"input_tokens"`
+	OutputTokens Tokens `json:"output_tokens"`
+
+	// Events are the arrival times of the events carrying generated text,
+	// stamped when their bytes were read and before JSON decoding.
+	Events []int64 `json:"events,omitempty"`
+}
+
+// Error says why a request failed.
+type Error struct {
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+// Tokens counts one side of a request three ways, because tools disagree on
+// which count is true and a reviewer should be able to see all of them.
+type Tokens struct {
+	Requested int  `json:"requested"`        // what the workload asked for
+	Server    *int `json:"server,omitempty"` // the server's usage, when it reported one
+	Client    int  `json:"client"`           // the client tokenizer's count of what was sent or received
+}
+
+// Count is the count metrics use: the server's usage when present,
+// otherwise the client tokenizer's.
+func (t Tokens) Count() int {
+	if t.Server != nil {
+		return *t.Server
+	}
+	return t.Client
+}
+
+// OK reports whether the request succeeded.
+func (r *Record) OK() bool { return r.Error == nil }
+
+// Canceled reports whether the client ended the request on purpose, which
+// says nothing about the server and so counts neither for nor against it.
+func (r *Record) Canceled() bool { return r.Error != nil && r.Error.Class == ErrCanceled }
+
+// EndToEndNS is the request's end-to-end latency: for a stream, to the last
+// event carrying text (what a user sees as the end of the answer), and for a
+// non-streamed response, or a stream that carried no text, to the end of the
+// body. See docs/metrics.md.
+func (r *Record) EndToEndNS() int64 {
+	if r.Stream && r.LastTokenNS > 0 {
+		return r.LastTokenNS
+	}
+	return r.EndNS
+}
+
+// TPOTms is (E2E - TTFT) / (output tokens - 1) in milliseconds, the mean time
+// per output token after the first. ok is false when it is undefined: not
+// streamed, or fewer than two output tokens.
+func (r *Record) TPOTms() (v float64, ok bool) {
+	n := r.OutputTokens.Count()
+	if !r.Stream || n < 2 || r.FirstTokenNS == 0 {
+		return 0, false
+	}
+	return float64(r.EndToEndNS()-r.FirstTokenNS) / 1e6 / float64(n-1), true
+}
+
+// MaxGapMS is the largest gap between consecutive text events, in ms, the
+// worst stall a reader of this response saw.
+func (r *Record) MaxGapMS() float64 {
+	var max int64
+	for i := 1; i < len(r.Events); i++ {
+		if g := r.Events[i] - r.Events[i-1]; g > max {
+			max = g
+		}
+	}
+	return float64(max) / 1e6
+}

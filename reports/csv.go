@@ -1,0 +1,100 @@
+package reports
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/infermatrix/infermatrix/metrics"
+)
+
+// csvMetrics are the distributions exported, in column order, with their
+// JSON names.
+func csvMetrics(m *metrics.Metrics) []struct {
+	name string
+	d    metrics.Dist
+} {
+	return []struct {
+		name string
+		d    metrics.Dist
+	}{
+		{"ttft_ms", m.TTFT}, {"ttfo_ms", m.TTFO}, {"ttst_ms", m.TTST}, {"itl_ms", m.ITL},
+		{"tpot_ms", m.TPOT}, {"e2e_ms", m.E2E}, {"queue_ms", m.Queue},
+		{"input_tokens", m.InputTokens}, {"output_tokens", m.OutputTokens},
+	}
+}
+
+// WriteCSV writes summary.csv: one line per row, one column per statistic,
+// named as in summary.json with "_" joining metric and statistic
+// (ttft_ms_p95), for spreadsheets and pandas. Empty cells mean no samples.
+func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
+	cw := csv.NewWriter(w)
+	stats := []string{"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
+	var extra []string
+	for _, q := range sum.Percentiles {
+		if k := metrics.PercentileKey(q); !contains(stats, k) {
+			extra = append(extra, k)
+		}
+	}
+	header := []string{"row", "base", "status", "verdict", "requests_sent", "requests_completed", "requests_failed", "window_s"}
+	var probe metrics.Metrics
+	for _, m := range csvMetrics(&probe) {
+		for _, s := range append(append([]string(nil), stats...), extra...) {
+			header = append(header, m.name+"_"+s)
+		}
+	}
+	header = append(header, "requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s",
+		"output_tokens_per_s_per_user", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio")
+	if err := cw.Write(header); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	verdicts := map[string]string{}
+	for _, rv := range d.Rows {
+		verdicts[rv.ID] = rv.Verdict
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		rec := []string{rs.ID, rs.Base, rs.Status, verdicts[rs.ID], strconv.Itoa(rs.Requests.Sent),
+			strconv.Itoa(rs.Requests.Completed), strconv.Itoa(rs.Requests.Failed), f(rs.WindowS)}
+		for _, m := range csvMetrics(&rs.Metrics) {
+			d := m.d
+			vals := []float64{float64(d.Count), d.Mean, d.Std, d.Min, d.Max, d.P50, d.P90, d.P95, d.P99}
+			for j, v := range vals {
+				if d.Count == 0 && j > 0 {
+					rec = append(rec, "")
+					continue
+				}
+				rec = append(rec, f(v))
+			}
+			for _, k := range extra {
+				if v, ok := d.Extra[k]; ok && d.Count > 0 {
+					rec = append(rec, f(v))
+				} else {
+					rec = append(rec, "")
+				}
+			}
+		}
+		t, g := rs.Throughput, rs.Goodput
+		rec = append(rec, f(t.RequestsPerS), f(t.OutputTokensPerS), f(t.InputTokensPerS), f(t.TotalTokensPerS),
+			f(t.OutputTokensPerSU), f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("write csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,457 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// Input is everything a decision record is rendered from.
+type Input struct {
+	Plan     *schema.Plan
+	Manifest *rundir.Manifest
+	Summary  *metrics.Summary
+	Decision *Decision
+	// RunDir is the run directory's path, for the reproduce section.
+	RunDir string
+}
+
+// WriteMarkdown renders decision.md: GitHub-flavoured Markdown for a pull
+// request, in the order a reviewer reads: the question and verdict first,
+// then what was run on what, the numbers, why rows were rejected, and how
+// to reproduce it.
+func WriteMarkdown(w io.Writer, in *Input) error {
+	m := &mdWriter{w: w}
+	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
+	exp := p.Experiment
+
+	m.printf("# Decision record: %s\n\n", exp.Name)
+	if exp.Description != "" {
+		m.printf("%s\n\n", exp.Description)
+	}
+	m.verdict(d, sum)
+
+	if len(d.Hypotheses) > 0 {
+		m.printf("## Hypotheses\n\n")
+		m.printf("| | Hypothesis | Verdict | Evidence |\n|---|---|---|---|\n")
+		for _, h := range d.Hypotheses {
+			ev := formatValues(h.Values)
+			if h.Reason != "" {
+				ev = h.Reason
+			}
+			m.printf("| %s | %s<br>%s | **%s** | %s |\n", cell(h.ID), cell(h.Statement), code(h.Expect), h.Verdict, cell(ev))
+		}
+		m.printf("\n")
+	}
+
+	m.printf("## Server and run\n\n")
+	m.printf("| | |\n|---|---|\n")
+	for _, kv := range serverFacts(p, man) {
+		m.printf("| %s | %s |\n", kv[0], cell(kv[1]))
+	}
+	m.printf("\n")
+	if len(exp.Metadata) > 0 {
+		m.printf("Metadata: %s\n\n", cell(formatMap(exp.Metadata)))
+	}
+
+	m.printf("## Workload matrix\n\n")
+	m.printf("| Row | Question | Load | Input tokens | Output tokens | Stop | Verdict |\n|---|---|---|---|---|---|---|\n")
+	verdicts := map[string]string{}
+	for _, rv := range d.Rows {
+		verdicts[rv.ID] = rv.Verdict
+	}
+	for i := range p.Rows {
+		r := &p.Rows[i]
+		in, out := r.Input.String(), r.Output.String()
+		if r.Prefix != nil {
+			in += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
+		}
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s |\n", r.ID, cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdicts[r.ID]))
+	}
+	m.printf("\n")
+
+	m.printf("## Results\n\n")
+	m.printf("Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md.\n\n")
+	m.printf("| Row | OK / sent | TTFT | TPOT | ITL | E2E | Req/s | Output tok/s | Tok/s per user | Goodput | Errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		if rs.Status == metrics.RowNotRun {
+			m.printf("| `%s` | not run | | | | | | | | | |\n", rs.ID)
+			continue
+		}
+		mt := rs.Metrics
+		status := fmt.Sprintf("%d / %d", rs.Requests.Completed, rs.Requests.Sent)
+		if rs.Status == metrics.RowInterrupted {
+			status += " (interrupted)"
+		}
+		if rs.Status == metrics.RowFailed {
+			status += " (failed: " + rs.Error + ")"
+		}
+		goodput := "—"
+		if !sum.SLO.IsZero() {
+			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
+		}
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, cell(status),
+			triple(mt.TTFT), triple(mt.TPOT), triple(mt.ITL), triple(mt.E2E),
+			num(rs.Throughput.RequestsPerS), num(rs.Throughput.OutputTokensPerS), num(rs.Throughput.OutputTokensPerSU),
+			goodput, cell(errorsCell(rs)))
+	}
+	m.printf("\n")
+	if !sum.SLO.IsZero() {
+		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", sloText(sum.SLO))
+	}
+
+	if len(p.Acceptance) > 0 {
+		m.printf("## Acceptance\n\n")
+		for _, a := range p.Acceptance {
+			m.printf("- **%s**: %s\n", cell(a.Name), code(a.Program.Source))
+		}
+		m.printf("\n| Row | Rule | Result |\n|---|---|---|\n")
+		for _, rv := range d.Rows {
+			for _, rr := range rv.Rules {
+				res := "pass"
+				if !rr.Pass {
+					res = "**fail**: " + failureText(rr)
+				}
+				m.printf("| `%s` | %s | %s |\n", rv.ID, cell(rr.Rule), res)
+			}
+		}
+		m.printf("\n")
+	}
+
+	var rejected []RowVerdict
+	for _, rv := range d.Rows {
+		if rv.Verdict == Fail {
+			rejected = append(rejected, rv)
+		}
+	}
+	if len(rejected) > 0 {
+		m.printf("## Rejected rows\n\n")
+		for _, rv := range rejected {
+			var why []string
+			for _, rr := range rv.Rules {
+				if !rr.Pass {
+					why = append(why, cell(rr.Rule)+": "+failureText(rr))
+				}
+			}
+			m.printf("- `%s`: %s\n", rv.ID, strings.Join(why, "; "))
+		}
+		m.printf("\n")
+	}
+
+	m.printf("## Reproduce\n\n")
+	m.printf("```sh\n%s\n```\n\n", reproduceCommand(man))
+	m.printf("Experiment `%s`, sha256 `%s` (check with `sha256sum -c %s` in the run directory).\n", man.Experiment.File, man.Experiment.SHA256, rundir.HashFile)
+	return m.err
+}
+
+type mdWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (m *mdWriter) printf(format string, args ...any) {
+	if m.err == nil {
+		_, m.err = fmt.Fprintf(m.w, format, args...)
+	}
+}
+
+func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
+	var pass, fail, none, notRun []string
+	for _, rv := range d.Rows {
+		switch rv.Verdict {
+		case Pass:
+			pass = append(pass, rv.ID)
+		case Fail:
+			fail = append(fail, rv.ID)
+		case NoRules:
+			none = append(none, rv.ID)
+		case NotRun:
+			notRun = append(notRun, rv.ID)
+		}
+	}
+	if sum.Interrupted {
+		m.printf("> **Interrupted.** The run was stopped before it finished; the numbers below cover only what was measured.\n\n")
+	}
+	switch d.Verdict {
+	case Pass:
+		m.printf("**Verdict: PASS.** %d of %d judged rows meet acceptance.", len(pass), len(pass)+len(fail))
+	case Fail:
+		m.printf("**Verdict: FAIL.** %d of %d judged rows are rejected: %s.", len(fail), len(pass)+len(fail), codeList(fail))
+	default:
+		m.printf("**Verdict: none.** The run did not finish.")
+	}
+	switch len(none) {
+	case 0:
+	case 1:
+		m.printf(" 1 row has no acceptance rule.")
+	default:
+		m.printf(" %d rows have no acceptance rule.", len(none))
+	}
+	if len(notRun) > 0 {
+		m.printf(" Not run: %s.", codeList(notRun))
+	}
+	m.printf("\n\n")
+}
+
+func codeList(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = "`" + id + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+func verdictCell(v string) string {
+	switch v {
+	case Pass:
+		return "✅ pass"
+	case Fail:
+		return "❌ **fail**"
+	case "":
+		return "—"
+	}
+	return v
+}
+
+// serverFacts lists what was measured on: declared and discovered server
+// facts, the tool, and the run.
+func serverFacts(p *schema.Plan, man *rundir.Manifest) [][2]string {
+	s := man.Server.Declared
+	var out [][2]string
+	add := func(k, v string) {
+		if strings.TrimSpace(v) != "" {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	if s.Builtin {
+		add("Target", fmt.Sprintf("built-in simulator (TTFT %s, ITL %s, max_model_len %d)", s.Sim.TTFT, s.Sim.ITL, s.Sim.MaxModelLen))
+	} else {
+		add("Target", strings.Join(s.URLs, ", "))
+	}
+	add("API", s.API)
+	add("Model", s.Model)
+	disc := man.Server.Discovered
+	if len(disc.Models) > 0 {
+		var ms []string
+		for _, md := range disc.Models {
+			t := md.ID
+			if md.MaxModelLen > 0 {
+				t += fmt.Sprintf(" (max_model_len %d)", md.MaxModelLen)
+			}
+			ms = append(ms, t)
+		}
+		add("Server lists", strings.Join(ms, ", "))
+	}
+	if disc.Error != "" {
+		add("Discovery", disc.Error)
+	}
+	add("Server header", disc.Server)
+	e := s.Engine
+	eng := strings.TrimSpace(e.Name + " " + e.Version)
+	if e.Image != "" {
+		eng += " (" + e.Image + ")"
+	}
+	add("Engine", eng)
+	if len(e.Flags) > 0 {
+		add("Engine flags", formatMap(e.Flags))
+	}
+	h := s.Hardware
+	if h.GPU != "" {
+		gpu := h.GPU
+		if h.Count > 0 {
+			gpu = fmt.Sprintf("%d × %s", h.Count, h.GPU)
+		}
+		add("GPU", gpu)
+	}
+	add("Driver", h.Driver)
+	add("CUDA", h.CUDA)
+	add("Server host", h.Host)
+	add("Hardware notes", h.Notes)
+	tool := "infermatrix " + man.Tool.Version
+	if man.Tool.Commit != "" {
+		tool += " (" + shortCommit(man.Tool.Commit) + ")"
+	}
+	add("Tool", tool+", "+man.Tool.Go)
+	add("Client host", fmt.Sprintf("%s (%s/%s, %d CPUs)", man.Host.Name, man.Host.OS, man.Host.Arch, man.Host.CPUs))
+	run := man.Started.Format("2006-01-02 15:04:05 UTC")
+	if man.Ended != nil {
+		run += fmt.Sprintf(" to %s (%s)", man.Ended.Format("15:04:05 UTC"), man.Ended.Sub(man.Started).Round(1e8))
+	}
+	add("Run", run)
+	add("Experiment", fmt.Sprintf("%s, sha256 %s", man.Experiment.File, shortCommit(man.Experiment.SHA256)))
+	return out
+}
+
+func shortCommit(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func formatMap(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// triple formats p50 / p95 / p99 of a latency, all three with the
+// precision that suits the largest, so they line up when compared.
+func triple(d metrics.Dist) string {
+	if d.Count == 0 {
+		return "—"
+	}
+	dec := decimals(d.P99)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', dec, 64) }
+	return f(d.P50) + " / " + f(d.P95) + " / " + f(d.P99)
+}
+
+// decimals is the number of decimals that suits a value's size: enough
+// digits to compare rows, no false precision.
+func decimals(v float64) int {
+	switch a := abs64(v); {
+	case a < 10:
+		return 2
+	case a < 1000:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// num formats one measurement with the precision its size suits; whole
+// numbers (counts, mostly) print without decimals.
+func num(v float64) string {
+	if v == float64(int64(v)) && abs64(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', decimals(v), 64)
+}
+
+func abs64(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func errorsCell(rs *metrics.RowSummary) string {
+	if rs.Errors.Total == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, c := range metrics.ErrorClasses {
+		if n := rs.Errors.ByClass[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	return fmt.Sprintf("%d (%s)", rs.Errors.Total, strings.Join(parts, ", "))
+}
+
+func sloText(s metrics.SLO) string {
+	var parts []string
+	if s.TTFTms > 0 {
+		parts = append(parts, fmt.Sprintf("TTFT ≤ %g ms", s.TTFTms))
+	}
+	if s.TPOTms > 0 {
+		parts = append(parts, fmt.Sprintf("TPOT ≤ %g ms", s.TPOTms))
+	}
+	if s.ITLms > 0 {
+		parts = append(parts, fmt.Sprintf("largest ITL ≤ %g ms", s.ITLms))
+	}
+	if s.E2Ems > 0 {
+		parts = append(parts, fmt.Sprintf("E2E ≤ %g ms", s.E2Ems))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failureText says why a rule failed, as Markdown safe in a table cell:
+// each failed clause with the measured values it read.
+func failureText(rr RuleResult) string {
+	if rr.Reason != "" {
+		return cell(rr.Reason)
+	}
+	var parts []string
+	for _, c := range rr.Failed {
+		t := code(c.Text)
+		switch {
+		case c.Reason != "":
+			t += " (" + cell(c.Reason) + ")"
+		case len(c.Values) > 0:
+			t += " with " + cell(formatValues(c.Values))
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func formatValues(vs []Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Name + " = " + num(v.Value)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cell makes text safe inside a Markdown table cell. Server-supplied text
+// (error messages) goes through it too: pipes would break the table, and
+// raw HTML has no place in a record.
+func cell(s string) string {
+	s = oneLine(s)
+	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;")
+	return r.Replace(s)
+}
+
+// code formats text as a code span that is safe in a table cell. Inside a
+// code span Markdown shows entities literally, so only the pipe, which
+// would end the cell, is escaped.
+func code(s string) string {
+	s = strings.ReplaceAll(oneLine(s), "|", `\|`)
+	if strings.Contains(s, "`") {
+		return "`` " + s + " ``"
+	}
+	return "`" + s + "`"
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// reproduceCommand is the command that ran the experiment, shell-quoted.
+func reproduceCommand(man *rundir.Manifest) string {
+	args := man.Command
+	if len(args) == 0 {
+		args = []string{"infermatrix", "run", man.Experiment.File}
+	}
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	if q[0] != "infermatrix" && strings.HasSuffix(args[0], "infermatrix") {
+		q[0] = "infermatrix"
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,66 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// assumedTPOT and assumedTTFT stand in for a remote server's speed when
+// estimating how long a closed-loop row takes: a mid-sized model on one
+// modern GPU. The plan marks estimates resting on them.
+const (
+	assumedTTFT = 200 * time.Millisecond
+	assumedTPOT = 30 * time.Millisecond
+)
+
+// WritePlan prints the expanded rows of a plan with request counts and an
+// estimated duration, for `infermatrix plan`.
+func WritePlan(w io.Writer, p *schema.Plan) error {
+	fmt.Fprintf(w, "%s: %d rows\n\n", p.Experiment.Name, len(p.Rows))
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROW\tLOAD\tINPUT\tOUTPUT\tREQUESTS\tSTOP\tEST. DURATION\t")
+	var total time.Duration
+	var assumed bool
+	totalReqs := 0
+	for i := range p.Rows {
+		r := &p.Rows[i]
+		per := requestLatency(p, r)
+		est := schema.EstimateRow(r, per.Duration)
+		total += est.Duration
+		mark := ""
+		if est.Assumed && per.Assumed {
+			mark, assumed = "~", true
+		}
+		reqs := "—"
+		if n := r.TotalRequests(); n > 0 {
+			reqs = fmt.Sprint(n)
+			totalReqs += n
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, r.Load, r.Input, r.Output, reqs, r.Stop(), mark, est.Duration.Round(time.Second))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	fmt.Fprintf(w, "\n%d requests, about %s in all", totalReqs, total.Round(time.Second))
+	if assumed {
+		fmt.Fprintf(w, "\n~ assumes %s to first token and %s per output token; the real figure depends on the server", assumedTTFT, assumedTPOT)
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// requestLatency is the expected latency of one request of the row: exact
+// for the built-in server, whose timing the plan sets, and assumed
+// otherwise.
+func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
+	out := time.Duration(max(r.Output.Mean, 1))
+	if p.Server.Builtin {
+		s := p.Server.Sim
+		return schema.Estimate{Duration: s.TTFT.D() + (out-1)*s.ITL.D()}
+	}
+	return schema.Estimate{Duration: assumedTTFT + (out-1)*assumedTPOT, Assumed: true}
+}

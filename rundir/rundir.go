@@ -1,0 +1,360 @@
+// Package rundir owns the layout of a run directory: the one place a run's
+// records, summaries and decision record live, written by the runner and read
+// back by the reports, so that `infermatrix report` can re-render every
+// artifact without sending a request.
+//
+// Layout (format infermatrix.run/v1):
+//
+//	<run>/
+//	  experiment.yaml         the experiment file exactly as run
+//	  experiment.yaml.sha256  its hash, in sha256sum's format
+//	  manifest.json           tool, host, times, server, expanded rows
+//	  summary.json            every row's summary
+//	  decision.md             the decision record
+//	  rows/<row id>/requests.jsonl  one record per request, appended as each completes
+//	  rows/<row id>/summary.json    the row's summary
+//
+// Swept row ids contain a slash ("saturation/c=16"), so their directories
+// nest: rows/saturation/c=16/.
+package rundir
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// Format versions the run directory layout and manifest.
+const Format = "infermatrix.run/v1"
+
+// File names within a run directory.
+const (
+	ExperimentFile = "experiment.yaml"
+	HashFile       = "experiment.yaml.sha256"
+	ManifestFile   = "manifest.json"
+	SummaryFile    = "summary.json"
+	DecisionFile   = "decision.md"
+	RecordsFile    = "requests.jsonl"
+	rowsDir        = "rows"
+)
+
+// Run statuses in the manifest.
+const (
+	StatusRunning     = "running"
+	StatusComplete    = "complete"
+	StatusInterrupted = "interrupted"
+	StatusFailed      = "failed"
+)
+
+// Manifest describes a run: what ran, where, when, against what.
+type Manifest struct {
+	Format     string              `json:"format"`
+	Tool       buildinfo.Info      `json:"tool"`
+	Host       Host                `json:"host"`
+	Command    []string            `json:"command"`
+	Experiment ExperimentInfo      `json:"experiment"`
+	Started    time.Time           `json:"started"`
+	Ended      *time.Time          `json:"ended,omitempty"`
+	Status     string              `json:"status"`
+	Error      string              `json:"error,omitempty"`
+	Server     ServerInfo          `json:"server"`
+	SLO        metrics.SLO         `json:"slo"`
+	Rows       []schema.PlannedRow `json:"rows"`
+}
+
+// Host is the machine the client ran on.
+type Host struct {
+	Name string `json:"name"`
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	CPUs int    `json:"cpus"`
+}
+
+// ExperimentInfo identifies the experiment file.
+type ExperimentInfo struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	File        string         `json:"file"` // the path it was run from
+	SHA256      string         `json:"sha256"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+}
+
+// ServerInfo is the server as the experiment declared it and as the run
+// found it. The two can differ (a model name, a context limit), and a
+// reviewer should see both.
+type ServerInfo struct {
+	Declared   schema.ServerPlan `json:"declared"`
+	Discovered Discovered        `json:"discovered"`
+}
+
+// Discovered is what GET /models (and the response headers) said.
+type Discovered struct {
+	URL    string  `json:"url,omitempty"`
+	Models []Model `json:"models,omitempty"`
+	Server string  `json:"server_header,omitempty"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// Model is one entry of GET /models.
+type Model struct {
+	ID          string `json:"id"`
+	OwnedBy     string `json:"owned_by,omitempty"`
+	MaxModelLen int    `json:"max_model_len,omitempty"`
+}
+
+// Dir is a run directory.
+type Dir struct {
+	Path string
+}
+
+// DefaultBase is where runs go unless --out says otherwise.
+const DefaultBase = "runs"
+
+// TimestampLayout names run directories: sortable, and free of ':' so the
+// names work on every filesystem.
+const TimestampLayout = "20060102T150405Z"
+
+// Create makes a new run directory. With exact set, that path is used and
+// must not already hold files; otherwise the directory is
+// base/<name>/<UTC timestamp>, with a numeric suffix if two runs start in
+// the same second.
+func Create(base, name, exact string, now time.Time) (*Dir, error) {
+	if exact != "" {
+		entries, err := os.ReadDir(exact)
+		if err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("output directory %s is not empty; choose a new one so earlier results are kept", exact)
+		}
+		if err := os.MkdirAll(exact, 0o755); err != nil {
+			return nil, fmt.Errorf("create run directory: %w", err)
+		}
+		return &Dir{Path: exact}, nil
+	}
+	if base == "" {
+		base = DefaultBase
+	}
+	parent := filepath.Join(base, name)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	stamp := now.UTC().Format(TimestampLayout)
+	for i := 0; i < 1000; i++ {
+		p := filepath.Join(parent, stamp)
+		if i > 0 {
+			p = fmt.Sprintf("%s-%d", p, i)
+		}
+		err := os.Mkdir(p, 0o755)
+		if err == nil {
+			d := &Dir{Path: p}
+			d.linkLatest(parent, filepath.Base(p))
+			return d, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create run directory: %w", err)
+		}
+	}
+	return nil, fmt.Errorf("create run directory: too many runs named %s in %s", stamp, parent)
+}
+
+// linkLatest points base/<name>/latest at the newest run, as a convenience
+// for people; nothing reads it, so failure (say, no symlinks on this
+// filesystem) is ignored.
+func (d *Dir) linkLatest(parent, leaf string) {
+	link := filepath.Join(parent, "latest")
+	tmp := link + ".tmp"
+	_ = os.Remove(tmp)
+	if os.Symlink(leaf, tmp) == nil {
+		_ = os.Rename(tmp, link)
+	}
+}
+
+// Open opens an existing run directory, checking its format.
+func Open(path string) (*Dir, error) {
+	d := &Dir{Path: path}
+	m, err := d.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	if m.Format != Format {
+		return nil, fmt.Errorf("%s: run directory format %q, this build reads %q", path, m.Format, Format)
+	}
+	return d, nil
+}
+
+// RowDir is the directory of a row's files.
+func (d *Dir) RowDir(rowID string) string {
+	return filepath.Join(d.Path, rowsDir, filepath.FromSlash(rowID))
+}
+
+// RecordsPath is the path of a row's requests.jsonl.
+func (d *Dir) RecordsPath(rowID string) string {
+	return filepath.Join(d.RowDir(rowID), RecordsFile)
+}
+
+// WriteFile writes a file atomically (write to a temporary file, then
+// rename), so a reader or an interrupted run never sees half a summary.
+func (d *Dir) WriteFile(rel string, data []byte) error {
+	p := filepath.Join(d.Path, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	_, werr := tmp.Write(data)
+	// CreateTemp makes the file private; run artifacts are meant to be read
+	// and shared like any file the user writes.
+	perr := tmp.Chmod(0o644)
+	cerr := tmp.Close()
+	if werr != nil || perr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", rel, errors.Join(werr, perr, cerr))
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	return nil
+}
+
+// WriteJSON writes v as indented JSON with a final newline.
+func (d *Dir) WriteJSON(rel string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	return d.WriteFile(rel, append(b, '\n'))
+}
+
+// RowFile is the path, relative to the run, of a file in a row's directory.
+func RowFile(rowID, name string) string {
+	return filepath.Join(rowsDir, filepath.FromSlash(rowID), name)
+}
+
+// Manifest reads manifest.json.
+func (d *Dir) Manifest() (*Manifest, error) {
+	var m Manifest
+	if err := d.readJSON(ManifestFile, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Summary reads summary.json.
+func (d *Dir) Summary() (*metrics.Summary, error) {
+	var s metrics.Summary
+	if err := d.readJSON(SummaryFile, &s); err != nil {
+		return nil, err
+	}
+	if s.Format != metrics.SummaryFormat {
+		return nil, fmt.Errorf("%s: summary format %q, this build reads %q", d.Path, s.Format, metrics.SummaryFormat)
+	}
+	return &s, nil
+}
+
+func (d *Dir) readJSON(rel string, v any) error {
+	b, err := os.ReadFile(filepath.Join(d.Path, rel))
+	if err != nil {
+		return fmt.Errorf("read run: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("read run: %s: %w", rel, err)
+	}
+	return nil
+}
+
+// ReadRecords calls fn for each record of a row, in file order. A final line
+// cut short (the process was killed mid-write) is skipped; any other bad
+// line is an error, since it means the file was edited or corrupted.
+func (d *Dir) ReadRecords(rowID string, fn func(*metrics.Record) error) error {
+	f, err := os.Open(d.RecordsPath(rowID))
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 {
+			complete := b[len(b)-1] == '\n'
+			var r metrics.Record
+			if jerr := json.Unmarshal(bytes.TrimSpace(b), &r); jerr != nil {
+				if !complete {
+					return nil // a torn final write
+				}
+				return fmt.Errorf("read records: %s line %d: %w", d.RecordsPath(rowID), line, jerr)
+			}
+			if ferr := fn(&r); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+	}
+}
+
+// RecordWriter appends records to a row's requests.jsonl.
+//
+// Each record goes to the file in its own write call the moment it is
+// handed over, with no user-space buffer, so every completed request is in
+// the operating system's hands even if the process is killed. A record is a
+// few hundred bytes to a few kilobytes; one write per completed request costs
+// microseconds, negligible beside the request itself.
+type RecordWriter struct {
+	f   *os.File
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// CreateRecords creates a row's requests.jsonl.
+func (d *Dir) CreateRecords(rowID string) (*RecordWriter, error) {
+	if err := os.MkdirAll(d.RowDir(rowID), 0o755); err != nil {
+		return nil, fmt.Errorf("create records: %w", err)
+	}
+	f, err := os.OpenFile(d.RecordsPath(rowID), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create records: %w", err)
+	}
+	w := &RecordWriter{f: f}
+	w.enc = json.NewEncoder(&w.buf)
+	w.enc.SetEscapeHTML(false)
+	return w, nil
+}
+
+// Write appends one record. It is not safe for concurrent use: the runner
+// funnels records through one goroutine.
+func (w *RecordWriter) Write(r *metrics.Record) error {
+	w.buf.Reset()
+	if err := w.enc.Encode(r); err != nil {
+		return fmt.Errorf("encode record: %w", err)
+	}
+	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	return nil
+}
+
+// Close flushes the file to stable storage and closes it.
+func (w *RecordWriter) Close() error {
+	serr := w.f.Sync()
+	cerr := w.f.Close()
+	if err := errors.Join(serr, cerr); err != nil {
+		return fmt.Errorf("close records: %w", err)
+	}
+	return nil
+}

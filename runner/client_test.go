@@ -1,0 +1,396 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/tokenizer"
+)
+
+// step is one write of a scripted response, after a delay.
+type step struct {
+	delay time.Duration
+	data  string
+}
+
+func sse(s string) string { return "data: " + s + "\n\n" }
+
+func chatDelta(text string) string {
+	b, _ := json.Marshal(text)
+	return sse(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":` + string(b) + `},"finish_reason":null}]}`)
+}
+
+// scripted serves one scripted response to every request.
+func scripted(t *testing.T, status int, contentType string, steps ...step) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		w.(http.Flusher).Flush()
+		for _, s := range steps {
+			if s.delay > 0 {
+				select {
+				case <-time.After(s.delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			io.WriteString(w, s.data)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func testClient(t *testing.T, api string) *client {
+	t.Helper()
+	tok, err := tokenizer.New("builtin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(8)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &client{http: &http.Client{Transport: tr}, api: api, tok: tok, rowStart: time.Now()}
+}
+
+func doOne(t *testing.T, c *client, url string, stream bool, timeout time.Duration) *metrics.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, errRequestTimeout)
+	defer cancel()
+	rec := &metrics.Record{ID: "t-0-0", Stream: stream}
+	c.do(ctx, &call{url: url, body: []byte(`{"model":"m"}`), rec: rec})
+	return rec
+}
+
+const usage3 = `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`
+
+func TestStreamShapes(t *testing.T) {
+	tests := []struct {
+		name       string
+		steps      []step
+		events     int
+		outServer  int // -1: no usage
+		outClient  int
+		firstIsOut bool
+	}{
+		{
+			// vLLM: an empty role chunk first (not a token), finish_reason
+			// on the last token, then a usage-only chunk.
+			name: "vllm",
+			steps: []step{
+				{0, sse(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}`)},
+				{20 * time.Millisecond, chatDelta(" one")},
+				{5 * time.Millisecond, chatDelta(" two")},
+				{5 * time.Millisecond, sse(`{"choices":[{"index":0,"delta":{"content":" three"},"finish_reason":"length"}],"usage":null}`)},
+				{0, sse(usage3)},
+				{0, "data: [DONE]\n\n"},
+			},
+			events: 3, outServer: 3, outClient: 3, firstIsOut: true,
+		},
+		{
+			// llama.cpp: role chunk with content null in the same read as
+			// the first token, a separate finish chunk, usage with timings.
+			name: "llama.cpp",
+			steps: []step{
+				{20 * time.Millisecond, sse(`{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}]}`) + chatDelta(" one")},
+				{5 * time.Millisecond, chatDelta(" two")},
+				{5 * time.Millisecond, chatDelta(" three")},
+				{0, sse(`{"choices":[{"finish_reason":"length","index":0,"delta":{}}]}`)},
+				{0, sse(`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10},"timings":{"prompt_n":7,"predicted_n":3}}`)},
+				{0, "data: [DONE]\n\n"},
+			},
+			events: 3, outServer: 3, outClient: 3, firstIsOut: true,
+		},
+		{
+			// TGI-like: several tokens per event; CRLF line endings.
+			name: "several tokens per event",
+			steps: []step{
+				{20 * time.Millisecond, strings.ReplaceAll(chatDelta(" one two three"), "\n", "\r\n")},
+				{5 * time.Millisecond, strings.ReplaceAll(chatDelta(" four five six"), "\n", "\r\n")},
+				{0, "data: [DONE]\r\n\r\n"},
+			},
+			events: 2, outServer: -1, outClient: 6, firstIsOut: true,
+		},
+		{
+			// A reasoning model: reasoning first, then the answer.
+			name: "reasoning",
+			steps: []step{
+				{20 * time.Millisecond, sse(`{"choices":[{"delta":{"reasoning_content":" think"}}]}`)},
+				{10 * time.Millisecond, sse(`{"choices":[{"delta":{"reasoning_content":" more"}}]}`)},
+				{10 * time.Millisecond, chatDelta(" answer")},
+				{0, sse(usage3)},
+				{0, "data: [DONE]\n\n"},
+			},
+			events: 3, outServer: 3, outClient: 3, firstIsOut: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := scripted(t, 200, "text/event-stream; charset=utf-8", tt.steps...)
+			rec := doOne(t, testClient(t, "chat"), srv.URL, true, 10*time.Second)
+			if rec.Error != nil {
+				t.Fatalf("error %+v", rec.Error)
+			}
+			if len(rec.Events) != tt.events {
+				t.Errorf("events = %d; want %d", len(rec.Events), tt.events)
+			}
+			if tt.outServer >= 0 && (rec.OutputTokens.Server == nil || *rec.OutputTokens.Server != tt.outServer) {
+				t.Errorf("server output tokens = %v; want %d", rec.OutputTokens.Server, tt.outServer)
+			}
+			if tt.outServer < 0 && rec.OutputTokens.Server != nil {
+				t.Errorf("server output tokens = %d; want none (no usage sent)", *rec.OutputTokens.Server)
+			}
+			if rec.OutputTokens.Client != tt.outClient {
+				t.Errorf("client output tokens = %d; want %d", rec.OutputTokens.Client, tt.outClient)
+			}
+			// TTFT fires on the first text, never on the role chunk sent
+			// at time zero: it is at least the scripted 20 ms.
+			if rec.FirstTokenNS < (20 * time.Millisecond).Nanoseconds() {
+				t.Errorf("first token at %v; the first text was sent after 20ms", time.Duration(rec.FirstTokenNS))
+			}
+			if (rec.FirstOutputNS == rec.FirstTokenNS) != tt.firstIsOut {
+				t.Errorf("first output %v, first token %v", time.Duration(rec.FirstOutputNS), time.Duration(rec.FirstTokenNS))
+			}
+			if tt.name == "reasoning" && rec.FirstOutputNS-rec.FirstTokenNS < (20*time.Millisecond).Nanoseconds() {
+				t.Errorf("first output only %v after first token; the answer came 20ms after the reasoning", time.Duration(rec.FirstOutputNS-rec.FirstTokenNS))
+			}
+			if rec.LastTokenNS != rec.Events[len(rec.Events)-1] || rec.EndNS < rec.LastTokenNS || rec.Status != 200 {
+				t.Errorf("last %d end %d status %d", rec.LastTokenNS, rec.EndNS, rec.Status)
+			}
+			if rec.FirstByteNS == 0 || rec.FirstByteNS > rec.FirstTokenNS || rec.ConnNS == 0 {
+				t.Errorf("first byte %d conn %d; want both stamped, first byte before first token", rec.FirstByteNS, rec.ConnNS)
+			}
+		})
+	}
+}
+
+func TestStreamFaults(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		ctype   string
+		steps   []step
+		timeout time.Duration
+		class   string
+		message string
+	}{
+		{"cut off without [DONE]", 200, "text/event-stream", []step{{0, chatDelta(" a")}}, 5 * time.Second, metrics.ErrTruncated, "without data: [DONE]"},
+		{"OpenAI error event", 200, "text/event-stream", []step{{0, chatDelta(" a")}, {0, sse(`{"error":{"message":"out of memory","type":"server_error"}}`)}}, 5 * time.Second, metrics.ErrStream, "out of memory"},
+		{"vLLM error event", 200, "text/event-stream", []step{{0, sse(`{"object":"error","message":"engine dead","code":500}`)}}, 5 * time.Second, metrics.ErrStream, "engine dead"},
+		{"event: error", 200, "text/event-stream", []step{{0, "event: error\ndata: overloaded\n\n"}}, 5 * time.Second, metrics.ErrStream, "overloaded"},
+		{"429 with Retry-After", 429, "application/json", []step{{0, `{"error":{"message":"rate limited","type":"rate_limit"}}`}}, 5 * time.Second, metrics.ErrHTTP, "rate limited"},
+		{"vLLM 400", 400, "application/json", []step{{0, `{"object":"error","message":"maximum context length is 8192 tokens","type":"BadRequestError","code":400}`}}, 5 * time.Second, metrics.ErrHTTP, "maximum context length"},
+		{"JSON instead of a stream", 200, "application/json", []step{{0, `{"choices":[]}`}}, 5 * time.Second, metrics.ErrProtocol, "application/json"},
+		{"bad JSON in the stream", 200, "text/event-stream", []step{{0, sse(`{"choices":[`)}}, 5 * time.Second, metrics.ErrProtocol, "bad JSON"},
+		{"stall", 200, "text/event-stream", []step{{0, chatDelta(" a")}, {time.Hour, ""}}, 300 * time.Millisecond, metrics.ErrTimeout, "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := scripted(t, tt.status, tt.ctype, tt.steps...)
+			rec := doOne(t, testClient(t, "chat"), srv.URL, true, tt.timeout)
+			if rec.Error == nil || rec.Error.Class != tt.class || !strings.Contains(rec.Error.Message, tt.message) {
+				t.Fatalf("error = %+v; want class %s with %q", rec.Error, tt.class, tt.message)
+			}
+			if tt.status != 200 && rec.Status != tt.status {
+				t.Errorf("status = %d; want %d", rec.Status, tt.status)
+			}
+			if rec.EndNS <= 0 {
+				t.Errorf("EndNS = %d; want the time the failure was seen", rec.EndNS)
+			}
+		})
+	}
+}
+
+func TestRetryAfterIsRecorded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(429)
+		io.WriteString(w, `{"error":{"message":"slow down"}}`)
+	}))
+	defer srv.Close()
+	rec := doOne(t, testClient(t, "chat"), srv.URL, true, 5*time.Second)
+	if rec.Error == nil || !strings.Contains(rec.Error.Message, "Retry-After: 2") {
+		t.Errorf("error = %+v; want the Retry-After value", rec.Error)
+	}
+}
+
+func TestConnectionErrors(t *testing.T) {
+	// A port nothing listens on.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	rec := doOne(t, testClient(t, "chat"), "http://"+addr, true, 5*time.Second)
+	if rec.Error == nil || rec.Error.Class != metrics.ErrConnect {
+		t.Errorf("refused: error = %+v; want class connect", rec.Error)
+	}
+
+	// A server that resets the connection mid-stream.
+	rst := rawServer(t, func(conn net.Conn, req *http.Request) bool {
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		writeChunk(conn, chatDelta(" a"))
+		time.Sleep(20 * time.Millisecond)
+		conn.(*net.TCPConn).SetLinger(0) // close with RST
+		return false
+	})
+	rec = doOne(t, testClient(t, "chat"), rst, true, 5*time.Second)
+	if rec.Error == nil || (rec.Error.Class != metrics.ErrReset && rec.Error.Class != metrics.ErrTruncated) {
+		t.Errorf("reset: error = %+v; want class reset (or truncated where the OS reports a plain close)", rec.Error)
+	}
+	if len(rec.Events) != 1 {
+		t.Errorf("reset: %d events; want the one that arrived before the reset", len(rec.Events))
+	}
+}
+
+// rawServer serves HTTP/1.1 by hand, so a test can do what net/http's
+// server will not: close the connection after a complete response while
+// advertising keep-alive, or reset it. handle returns whether to keep the
+// connection for another request.
+func rawServer(t *testing.T, handle func(net.Conn, *http.Request) bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if !handle(conn, req) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func writeChunk(w io.Writer, s string) {
+	fmt.Fprintf(w, "%x\r\n%s\r\n", len(s), s)
+}
+
+// TestServerClosingAfterEachStream reproduces llama.cpp's server, which
+// closes the TCP connection after every streamed response although it
+// advertises keep-alive. Requests sent back to back must all succeed: none
+// may fail with a spurious EOF on the dying connection.
+func TestServerClosingAfterEachStream(t *testing.T) {
+	url := rawServer(t, func(conn net.Conn, req *http.Request) bool {
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n")
+		writeChunk(conn, chatDelta(" a")+chatDelta(" b"))
+		writeChunk(conn, sse(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)+"data: [DONE]\n\n")
+		fmt.Fprint(conn, "0\r\n\r\n")
+		// Close a moment later, as llama.cpp does: by then the client has
+		// taken the connection back and sent its next request on it.
+		time.Sleep(3 * time.Millisecond)
+		return false
+	})
+	c := testClient(t, "chat")
+	for i := 0; i < 30; i++ {
+		rec := doOne(t, c, url, true, 5*time.Second)
+		if rec.Error != nil {
+			t.Fatalf("request %d: %+v; want no spurious error", i, rec.Error)
+		}
+	}
+}
+
+func TestNonStreamed(t *testing.T) {
+	tests := []struct {
+		api, body string
+		server    int // -1: none
+		client    int
+	}{
+		{"chat", `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":" one two"},"finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`, 2, 2},
+		{"completions", `{"object":"text_completion","choices":[{"index":0,"text":" one two three","finish_reason":"stop"}]}`, -1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.api, func(t *testing.T) {
+			srv := scripted(t, 200, "application/json", step{30 * time.Millisecond, tt.body})
+			rec := doOne(t, testClient(t, tt.api), srv.URL, false, 5*time.Second)
+			if rec.Error != nil {
+				t.Fatal(rec.Error)
+			}
+			if (tt.server < 0) != (rec.OutputTokens.Server == nil) || (tt.server >= 0 && *rec.OutputTokens.Server != tt.server) {
+				t.Errorf("server tokens = %v; want %d", rec.OutputTokens.Server, tt.server)
+			}
+			if rec.OutputTokens.Client != tt.client || rec.FinishReason == "" {
+				t.Errorf("client tokens %d finish %q", rec.OutputTokens.Client, rec.FinishReason)
+			}
+			if rec.EndNS < (30 * time.Millisecond).Nanoseconds() {
+				t.Errorf("EndNS = %v; the body was sent after 30ms", time.Duration(rec.EndNS))
+			}
+			if rec.FirstTokenNS != 0 || len(rec.Events) != 0 {
+				t.Error("a non-streamed response has no token events")
+			}
+		})
+	}
+}
+
+// TestRequestCarriesExtras checks what reaches the server: the endpoint,
+// the key from the environment as a Bearer token, extra headers, the
+// request id, and body fields spliced into the request.
+func TestRequestCarriesExtras(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chatDelta(" x")+"data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	c := testClient(t, "completions")
+	c.apiKey = "sk-test"
+	c.headers = map[string]string{"X-Team": "capacity"}
+	w := &workload{api: "completions", model: "m", extra: []byte(`"ignore_eos":true,"min_tokens":4`)}
+	b, err := w.body(prompt{text: "hello", maxTokens: 4}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &metrics.Record{ID: "abc-1-2", Stream: true}
+	c.do(context.Background(), &call{url: srv.URL + "/v1", body: b, rec: rec})
+	if rec.Error != nil {
+		t.Fatal(rec.Error)
+	}
+	if got.URL.Path != "/v1/completions" || got.Header.Get("Authorization") != "Bearer sk-test" ||
+		got.Header.Get("X-Team") != "capacity" || got.Header.Get("X-Request-Id") != "abc-1-2" {
+		t.Errorf("request: path %s headers %v", got.URL.Path, got.Header)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	if sent["prompt"] != "hello" || sent["max_tokens"] != 4.0 || sent["ignore_eos"] != true || sent["min_tokens"] != 4.0 ||
+		sent["stream"] != true || sent["stream_options"].(map[string]any)["include_usage"] != true {
+		t.Errorf("body = %s", body)
+	}
+}

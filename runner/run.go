@@ -1,0 +1,344 @@
+// Package runner executes an experiment plan against an OpenAI-compatible
+// server: it offers each row's load, measures every request at the protocol
+// events, writes each request's record to the run directory the moment it
+// completes, and summarises each row.
+//
+// It never imports the report renderers: a run's artifacts are data, and
+// package reports turns them into decision records, from a live run or
+// from a run directory long after.
+package runner
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/sim"
+	"github.com/infermatrix/infermatrix/tokenizer"
+)
+
+// Options configure a run.
+type Options struct {
+	// Out is the exact run directory; empty means Base/<name>/<UTC time>.
+	Out string
+	// Base is the parent of default run directories ("runs").
+	Base string
+	// Command is the command line, recorded so the run can be reproduced.
+	Command []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Result is a finished (or interrupted) run.
+type Result struct {
+	Dir         *rundir.Dir
+	Manifest    *rundir.Manifest
+	Summary     *metrics.Summary // with raw samples, for p(metric, q)
+	Interrupted bool
+}
+
+// ErrServerUnreachable is returned when the server cannot be reached before
+// the run starts: better no run directory than one full of connect errors.
+var ErrServerUnreachable = errors.New("server unreachable")
+
+// Run executes every row of plan, in order. Cancelling ctx interrupts the
+// run: dispatching stops, requests in flight get the row's grace period,
+// every record is written, and summaries are marked interrupted. The
+// returned error is for failures of the tool itself (the run directory
+// cannot be written, the server cannot be reached); failed requests are
+// data, recorded in the results.
+func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) {
+	logf := func(format string, args ...any) {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, format+"\n", args...)
+		}
+	}
+	apiKey := ""
+	if env := plan.Server.APIKeyEnv; env != "" && !plan.Server.Builtin {
+		apiKey = os.Getenv(env)
+		if apiKey == "" {
+			return nil, fmt.Errorf("server.api_key_env names %s, but it is not set", env)
+		}
+	}
+	toks := map[string]tokenizer.Tokenizer{}
+	for _, row := range plan.Rows {
+		if _, ok := toks[row.Tokenizer]; ok {
+			continue
+		}
+		t, err := tokenizer.New(row.Tokenizer)
+		if err != nil {
+			return nil, fmt.Errorf("row %s: %w", row.ID, err)
+		}
+		toks[row.Tokenizer] = t
+	}
+
+	urls := plan.Server.URLs
+	if plan.Server.Builtin {
+		inst, err := startBuiltin(plan, toks)
+		if err != nil {
+			return nil, err
+		}
+		defer inst.Close()
+		urls = []string{inst.BaseURL}
+		logf("built-in server listening on %s", inst.BaseURL)
+	}
+
+	maxConns := 0
+	for _, row := range plan.Rows {
+		maxConns = max(maxConns, row.Load.Concurrency, row.Load.MaxConcurrency)
+	}
+	httpClient := &http.Client{Transport: newTransport(maxConns)}
+	defer httpClient.CloseIdleConnections()
+
+	found, err := discover(ctx, httpClient, urls[0], apiKey, plan.Server.Headers)
+	if err != nil {
+		return nil, err
+	}
+	model := plan.Server.Model
+	if model == "" {
+		switch len(found.Models) {
+		case 1:
+			model = found.Models[0].ID
+			logf("using model %s, the only one the server lists", model)
+		case 0:
+			return nil, fmt.Errorf("server.model is not set and %s/models lists no model (%s)", urls[0], found.Error)
+		default:
+			ids := make([]string, len(found.Models))
+			for i, m := range found.Models {
+				ids[i] = m.ID
+			}
+			return nil, fmt.Errorf("server.model is not set and the server lists several: %s", strings.Join(ids, ", "))
+		}
+	}
+
+	started := time.Now()
+	dir, err := rundir.Create(opts.Base, plan.Experiment.Name, opts.Out, started)
+	if err != nil {
+		return nil, err
+	}
+	declared := plan.Server
+	declared.Model = model
+	host, _ := os.Hostname()
+	man := &rundir.Manifest{
+		Format:  rundir.Format,
+		Tool:    buildinfo.Get(),
+		Host:    rundir.Host{Name: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()},
+		Command: opts.Command,
+		Experiment: rundir.ExperimentInfo{
+			Name: plan.Experiment.Name, Description: plan.Experiment.Description,
+			File: plan.File, SHA256: plan.SHA256, Metadata: plan.Experiment.Metadata,
+		},
+		Started: started.UTC(),
+		Status:  rundir.StatusRunning,
+		Server:  rundir.ServerInfo{Declared: declared, Discovered: found},
+		SLO:     plan.SLO,
+		Rows:    plan.Rows,
+	}
+	if err := writeStart(dir, plan, man); err != nil {
+		return nil, err
+	}
+	logf("run directory %s", dir.Path)
+
+	nonce := randomNonce()
+	res := &Result{Dir: dir, Manifest: man, Summary: &metrics.Summary{
+		Format: metrics.SummaryFormat, Experiment: plan.Experiment.Name,
+		Percentiles: plan.Percentiles, SLO: plan.SLO,
+	}}
+	var runErr error
+	for i := range plan.Rows {
+		row := &plan.Rows[i]
+		if ctx.Err() != nil || runErr != nil {
+			res.Summary.Rows = append(res.Summary.Rows, metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowNotRun})
+			continue
+		}
+		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
+			headers: mergeHeaders(plan.Server.Headers, row.Headers), tok: toks[row.Tokenizer]}
+		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, logf)
+		res.Summary.Rows = append(res.Summary.Rows, s)
+		if err != nil {
+			runErr = fmt.Errorf("row %s: %w", row.ID, err)
+		}
+		if interrupted {
+			res.Interrupted = true
+		}
+	}
+	res.Summary.Interrupted = res.Interrupted
+
+	ended := time.Now().UTC()
+	man.Ended = &ended
+	switch {
+	case runErr != nil:
+		man.Status, man.Error = rundir.StatusFailed, runErr.Error()
+	case res.Interrupted:
+		man.Status = rundir.StatusInterrupted
+	default:
+		man.Status = rundir.StatusComplete
+	}
+	if err := dir.WriteJSON(rundir.SummaryFile, res.Summary); err != nil {
+		return res, errors.Join(runErr, err)
+	}
+	if err := dir.WriteJSON(rundir.ManifestFile, man); err != nil {
+		return res, errors.Join(runErr, err)
+	}
+	return res, runErr
+}
+
+// writeStart writes what is known before the first request: the
+// experiment as run, its hash, and the manifest marked running, so even a
+// run killed outright leaves a directory that says what it was.
+func writeStart(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest) error {
+	if err := dir.WriteFile(rundir.ExperimentFile, plan.Source); err != nil {
+		return err
+	}
+	if err := dir.WriteFile(rundir.HashFile, []byte(plan.SHA256+"  "+rundir.ExperimentFile+"\n")); err != nil {
+		return err
+	}
+	return dir.WriteJSON(rundir.ManifestFile, man)
+}
+
+// runRow runs one row with its collector: the single goroutine that appends
+// each record to requests.jsonl and folds it into the summary.
+func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, index int,
+	nonce uint64, model string, urls []string, cl *client, logf func(string, ...any)) (metrics.RowSummary, bool, error) {
+	fail := func(err error) (metrics.RowSummary, bool, error) {
+		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error()}, false, err
+	}
+	wl, err := newWorkload(row, plan.Server.API, model, cl.tok, nonce)
+	if err != nil {
+		return fail(err)
+	}
+	w, err := dir.CreateRecords(row.ID)
+	if err != nil {
+		return fail(err)
+	}
+	agg := metrics.NewAggregator(metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO})
+	records := make(chan *metrics.Record, 1024)
+	prog := newProgress(row, logf)
+	collected := make(chan error, 1)
+	go func() {
+		var werr error
+		for rec := range records {
+			if werr == nil {
+				werr = w.Write(rec)
+			}
+			agg.Add(rec)
+			prog.add(rec)
+		}
+		collected <- errors.Join(werr, w.Close())
+	}()
+
+	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, out: records}
+	prog.begin()
+	interrupted, runErr := rr.run(ctx)
+	close(records)
+	werr := <-collected
+
+	status := metrics.RowComplete
+	if interrupted {
+		status = metrics.RowInterrupted
+	}
+	s := agg.Summary(row.ID, row.Base, status)
+	if err := errors.Join(runErr, werr); err != nil {
+		s.Status, s.Error = metrics.RowFailed, err.Error()
+		_ = dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s)
+		return s, interrupted, err
+	}
+	prog.end(&s)
+	if err := dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s); err != nil {
+		return s, interrupted, err
+	}
+	return s, interrupted, nil
+}
+
+func mergeHeaders(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func randomNonce() uint64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// startBuiltin starts the simulated server in-process on a loopback port.
+// It counts tokens with the tokenizer of the plan's first row, so its usage
+// agrees with what the rows meant to send.
+func startBuiltin(plan *schema.Plan, toks map[string]tokenizer.Tokenizer) (*sim.Instance, error) {
+	s := plan.Server.Sim
+	cfg := sim.Config{
+		Model:       plan.Server.Model,
+		MaxModelLen: s.MaxModelLen,
+		TTFT:        s.TTFT.D(),
+		ITL:         s.ITL.D(),
+		Seed:        s.Seed,
+	}
+	if len(plan.Rows) > 0 {
+		cfg.Tokenizer = toks[plan.Rows[0].Tokenizer]
+	}
+	inst, err := sim.Start(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start built-in server: %w", err)
+	}
+	return inst, nil
+}
+
+// discover asks the server which models it serves. A server that cannot be
+// reached at all fails the run before it starts; one that answers but has no
+// usable /models is noted and the run goes on.
+func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers map[string]string) (rundir.Discovered, error) {
+	d := rundir.Discovered{URL: base}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	if err != nil {
+		return d, fmt.Errorf("%w: %v", ErrServerUnreachable, err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return d, fmt.Errorf("%w at %s: %v", ErrServerUnreachable, base, err)
+	}
+	defer resp.Body.Close()
+	d.Server = resp.Header.Get("Server")
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		d.Error = fmt.Sprintf("GET /models: %s", resp.Status)
+		return d, nil
+	}
+	var list struct {
+		Data []rundir.Model `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		d.Error = fmt.Sprintf("GET /models: %v", err)
+		return d, nil
+	}
+	d.Models = list.Data
+	return d, nil
+}

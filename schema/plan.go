@@ -1,0 +1,238 @@
+package schema
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+)
+
+// Plan is a validated experiment with defaults applied and sweeps expanded:
+// everything the runner needs, and nothing it has to interpret further.
+type Plan struct {
+	// Experiment is the file as written (after any --target override).
+	Experiment *Experiment `json:"-"`
+	// File is the path the experiment was read from; Dir is its directory,
+	// against which relative paths in the file are resolved.
+	File string `json:"file"`
+	Dir  string `json:"-"`
+	// Source is the file's bytes, copied into the run directory, and
+	// SHA256 their hash, which identifies the experiment in the record.
+	Source []byte `json:"-"`
+	SHA256 string `json:"sha256"`
+
+	Server      ServerPlan   `json:"server"`
+	SLO         metrics.SLO  `json:"slo"`
+	Percentiles []float64    `json:"percentiles"`
+	Formats     []string     `json:"formats"`
+	Rows        []PlannedRow `json:"rows"`
+
+	// Acceptance and Hypotheses are compiled, ready to evaluate.
+	Acceptance []AcceptanceRule `json:"-"`
+	Hypotheses []HypothesisRule `json:"-"`
+}
+
+// ServerPlan is the server section with defaults applied.
+type ServerPlan struct {
+	Builtin   bool              `json:"builtin"`
+	URLs      []string          `json:"urls,omitempty"`
+	API       string            `json:"api"`
+	Model     string            `json:"model,omitempty"`
+	APIKeyEnv string            `json:"api_key_env,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Engine    Engine            `json:"engine"`
+	Hardware  Hardware          `json:"hardware"`
+	Sim       SimSettings       `json:"sim,omitempty"`
+}
+
+// PlannedRow is one concrete row: every setting resolved, one load level.
+type PlannedRow struct {
+	ID       string `json:"id"`   // e.g. saturation/c=16
+	Base     string `json:"base"` // the id as written, e.g. saturation
+	Question string `json:"question,omitempty"`
+	// SweepPoint holds this row's sweep values by dimension (concurrency,
+	// rate, input_tokens, output_tokens), for plots and tables.
+	SweepPoint map[string]float64 `json:"sweep_point,omitempty"`
+
+	Requests       int      `json:"requests,omitempty"` // 0: no request limit (duration or trace ends the row)
+	Duration       Duration `json:"duration,omitempty"` // 0: no time limit
+	Warmup         int      `json:"warmup,omitempty"`
+	WarmupDuration Duration `json:"warmup_duration,omitempty"`
+	Grace          Duration `json:"grace"`
+	Timeout        Duration `json:"timeout"`
+
+	Load LoadPlan `json:"load"`
+
+	Input   Length   `json:"input_tokens"`
+	Output  Length   `json:"output_tokens"`
+	Prefix  *Prefix  `json:"prefix,omitempty"`
+	Dataset *Dataset `json:"dataset,omitempty"` // File resolved against the experiment's directory
+	Trace   *Trace   `json:"trace,omitempty"`   // File resolved against the experiment's directory
+
+	Streaming bool              `json:"streaming"`
+	Tokenizer string            `json:"tokenizer"`
+	Body      map[string]any    `json:"body,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Cancel    *Cancel           `json:"cancel,omitempty"`
+	Seed      int64             `json:"seed"`
+}
+
+// Load modes.
+const (
+	ModeConcurrency = "concurrency"
+	ModeRate        = "rate"
+	ModeTrace       = "trace"
+)
+
+// LoadPlan is how a row offers load.
+type LoadPlan struct {
+	Mode           string  `json:"mode"`
+	Concurrency    int     `json:"concurrency,omitempty"`
+	Rate           float64 `json:"rate,omitempty"`
+	Arrival        string  `json:"arrival,omitempty"`
+	Burstiness     float64 `json:"burstiness,omitempty"`
+	MaxConcurrency int     `json:"max_concurrency,omitempty"`
+	Speedup        float64 `json:"speedup,omitempty"`
+}
+
+// AcceptanceRule is a compiled acceptance rule.
+type AcceptanceRule struct {
+	Name    string
+	Rows    []string // expanded row ids it applies to
+	Program *metrics.Program
+}
+
+// HypothesisRule is a compiled hypothesis.
+type HypothesisRule struct {
+	ID, Statement string
+	Program       *metrics.Program
+}
+
+// Row returns the planned row with this id, or nil.
+func (p *Plan) Row(id string) *PlannedRow {
+	for i := range p.Rows {
+		if p.Rows[i].ID == id {
+			return &p.Rows[i]
+		}
+	}
+	return nil
+}
+
+// TotalRequests is the number of requests the row will send, warmup
+// included, or 0 when only a duration or trace bounds it.
+func (r *PlannedRow) TotalRequests() int {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.Requests + r.Warmup
+}
+
+func hashOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Estimate is a rough duration of a row, for `infermatrix plan`.
+type Estimate struct {
+	Duration time.Duration
+	// Assumed is set when the estimate rests on an assumed per-request
+	// latency rather than on the row's own settings.
+	Assumed bool
+}
+
+// EstimateRow estimates how long a row takes. perRequest is the expected
+// latency of one request of the row, used for closed-loop rows, whose
+// duration depends on the server.
+func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
+	var send time.Duration
+	assumed := false
+	switch r.Load.Mode {
+	case ModeRate:
+		if r.Requests > 0 {
+			send = time.Duration(float64(r.TotalRequests()) / r.Load.Rate * float64(time.Second))
+		}
+	case ModeConcurrency:
+		if r.Requests > 0 {
+			rounds := (r.TotalRequests() + r.Load.Concurrency - 1) / r.Load.Concurrency
+			send = time.Duration(rounds) * perRequest
+			assumed = true
+		}
+	}
+	if r.Duration > 0 {
+		d := r.Duration.D() + r.WarmupDuration.D()
+		if send == 0 || d < send {
+			send, assumed = d, false
+		}
+	}
+	if r.Load.Mode != ModeConcurrency {
+		send += perRequest // the last request still has to finish
+	}
+	return Estimate{Duration: send, Assumed: assumed}
+}
+
+// String describes the load in words, for logs and decision records.
+func (l LoadPlan) String() string {
+	switch l.Mode {
+	case ModeConcurrency:
+		return fmt.Sprintf("concurrency %d", l.Concurrency)
+	case ModeRate:
+		s := fmt.Sprintf("%s %g req/s", l.Arrival, l.Rate)
+		if l.Burstiness > 0 {
+			s += fmt.Sprintf(" (burstiness %g)", l.Burstiness)
+		}
+		if l.MaxConcurrency > 0 {
+			s += fmt.Sprintf(", ≤%d in flight", l.MaxConcurrency)
+		}
+		return s
+	case ModeTrace:
+		s := fmt.Sprintf("trace at %gx", l.Speedup)
+		if l.MaxConcurrency > 0 {
+			s += fmt.Sprintf(", ≤%d in flight", l.MaxConcurrency)
+		}
+		return s
+	}
+	return l.Mode
+}
+
+// String describes a length distribution compactly: "256", "2048±200",
+// "one of 128, 512".
+func (l Length) String() string {
+	switch {
+	case len(l.Values) > 0:
+		parts := make([]string, len(l.Values))
+		for i, v := range l.Values {
+			parts[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(parts, ", ")
+	case l.Mean == 0:
+		return "—"
+	case l.Stddev > 0:
+		return fmt.Sprintf("%d±%g", l.Mean, l.Stddev)
+	}
+	return fmt.Sprint(l.Mean)
+}
+
+// Stop describes how a row ends.
+func (r *PlannedRow) Stop() string {
+	var s string
+	switch {
+	case r.Requests > 0 && r.Duration > 0:
+		s = fmt.Sprintf("%d requests or %s", r.Requests, r.Duration)
+	case r.Requests > 0:
+		s = fmt.Sprintf("%d requests", r.Requests)
+	case r.Duration > 0:
+		s = r.Duration.String()
+	case r.Trace != nil:
+		s = "end of trace"
+	}
+	switch {
+	case r.Warmup > 0:
+		s += fmt.Sprintf(" + %d warmup", r.Warmup)
+	case r.WarmupDuration > 0:
+		s += " + " + r.WarmupDuration.String() + " warmup"
+	}
+	return s
+}

@@ -1,0 +1,253 @@
+// Package schema defines infermatrix's experiment file format: the types an
+// experiment YAML decodes into, loading with positions, defaults, validation
+// that reports every problem at once, sweep expansion into a Plan, and the
+// JSON Schema editors use.
+//
+// The pipeline is Load (strict decode, keeping line:col for every key) →
+// Resolve (defaults applied once, sweeps expanded) → validation of the
+// resolved rows and of every expression. Nothing here sends a request: a file
+// that passes Load can still fail at run time only for reasons the file
+// cannot know (the server is down, the disk is full).
+//
+// The struct tags are the single source of truth for the format: `yaml` names
+// the key, `doc` explains it (it becomes the JSON Schema description and is
+// checked against docs/experiment-format.md by a test), `enum` lists the
+// allowed words, `default` documents the value Resolve fills in.
+package schema
+
+import (
+	"fmt"
+	"time"
+)
+
+// APIVersion is the only format version this build reads. A file must say so,
+// so that a future v2 can change meanings without silently misreading v1
+// files checked into someone's repository.
+const APIVersion = "infermatrix/v1"
+
+// Experiment is one experiment file as written, before defaults.
+//
+// Top-level keys starting with "x-" are ignored, so a file can hold YAML
+// anchors to reuse ("x-chat: &chat {...}" then "<<: *chat" in rows).
+type Experiment struct {
+	APIVersion  string         `yaml:"apiVersion" json:"apiVersion,omitempty" doc:"Format version; must be infermatrix/v1." required:"true"`
+	Name        string         `yaml:"name" json:"name,omitempty" doc:"Short name, used for the run directory (runs/<name>/...). Letters, digits, '.', '_' and '-'." required:"true"`
+	Description string         `yaml:"description" json:"description,omitempty" doc:"One or two sentences: what this experiment is for. Shown at the top of the decision record."`
+	Metadata    map[string]any `yaml:"metadata" json:"metadata,omitempty" doc:"Free-form data (ticket, owner, change under test). Recorded untouched in the manifest and the decision record."`
+	Hypotheses  []Hypothesis   `yaml:"hypotheses" json:"hypotheses,omitempty" doc:"Claims the experiment tests, each judged supported, refuted or inconclusive from the measurements."`
+	Server      Server         `yaml:"server" json:"server,omitempty" doc:"The server under test and what it runs on." required:"true"`
+	Predict     *Predict       `yaml:"predict" json:"predict,omitempty" doc:"Bandwidth-math prediction settings: which model and GPU to predict for."`
+	Defaults    Settings       `yaml:"defaults" json:"defaults,omitempty" doc:"Settings every row inherits unless it sets them itself."`
+	SLO         SLO            `yaml:"slo" json:"slo,omitempty" doc:"Per-request service-level objectives; a request meeting all of them counts toward goodput."`
+	Rows        []Row          `yaml:"rows" json:"rows,omitempty" doc:"The workload matrix: one row per configuration to measure." required:"true"`
+	Acceptance  []Acceptance   `yaml:"acceptance" json:"acceptance,omitempty" doc:"Pass/fail rules evaluated against each row's summary."`
+	Report      Report         `yaml:"report" json:"report,omitempty" doc:"What the decision record contains and which files are written."`
+}
+
+// Hypothesis is a claim across rows, such as "long prompts at least double
+// p95 TTFT". It never fails a run: a refuted hypothesis is a finding.
+type Hypothesis struct {
+	ID        string `yaml:"id" json:"id,omitempty" doc:"Short identifier, e.g. H1." required:"true"`
+	Statement string `yaml:"statement" json:"statement,omitempty" doc:"The claim in words." required:"true"`
+	Expect    string `yaml:"expect" json:"expect,omitempty" doc:"An expression over rows.<row id>.<metric>, true when the claim holds, e.g. rows.long.ttft.p95 > 2 * rows.short.ttft.p95." required:"true"`
+}
+
+// Server describes the server under test. Everything but target, urls, api,
+// model, api_key_env, headers and sim is metadata: recorded, not acted on.
+type Server struct {
+	Target    string            `yaml:"target" json:"target,omitempty" doc:"builtin runs the simulated server in-process. Give either target or urls." enum:"builtin"`
+	URLs      []string          `yaml:"urls" json:"urls,omitempty" doc:"Base URLs of the OpenAI-compatible API, ending in /v1. Several URLs are used round-robin."`
+	API       string            `yaml:"api" json:"api,omitempty" doc:"Which endpoint to call: chat (/chat/completions) or completions (/completions)." enum:"chat,completions" default:"chat"`
+	Model     string            `yaml:"model" json:"model,omitempty" doc:"Model name sent in each request. If empty, the single model listed by GET /models is used."`
+	APIKeyEnv string            `yaml:"api_key_env" json:"api_key_env,omitempty" doc:"Name of the environment variable holding the API key, sent as a Bearer token. The key itself never appears in any artifact."`
+	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers sent with every request."`
+	Engine    Engine            `yaml:"engine" json:"engine,omitempty" doc:"The inference engine, recorded in the manifest and decision record."`
+	Hardware  Hardware          `yaml:"hardware" json:"hardware,omitempty" doc:"The hardware, recorded in the manifest and decision record."`
+	Sim       SimSettings       `yaml:"sim" json:"sim,omitempty" doc:"Settings of the built-in simulated server, used when target is builtin."`
+}
+
+// Engine is metadata about the inference engine. Flags are kept as written
+// so that a rerun after an upgrade shows exactly what changed.
+type Engine struct {
+	Name    string         `yaml:"name" json:"name,omitempty" doc:"Engine name, e.g. vllm, sglang, tgi, nim, llama.cpp."`
+	Version string         `yaml:"version" json:"version,omitempty" doc:"Engine version, e.g. 0.11.0. Quote it if YAML would read it as a number."`
+	Image   string         `yaml:"image" json:"image,omitempty" doc:"Container image, if any."`
+	Flags   map[string]any `yaml:"flags" json:"flags,omitempty" doc:"Engine flags as passed on its command line, e.g. {max-num-seqs: 64}."`
+}
+
+// Hardware is metadata about where the server runs.
+type Hardware struct {
+	GPU    string `yaml:"gpu" json:"gpu,omitempty" doc:"GPU model, e.g. H100-SXM."`
+	Count  int    `yaml:"count" json:"count,omitempty" doc:"Number of GPUs serving the model." minimum:"1"`
+	Driver string `yaml:"driver" json:"driver,omitempty" doc:"GPU driver version. Quote it: 580.95 unquoted is a number to YAML."`
+	CUDA   string `yaml:"cuda" json:"cuda,omitempty" doc:"CUDA (or ROCm) version."`
+	Host   string `yaml:"host" json:"host,omitempty" doc:"Host or instance type."`
+	Notes  string `yaml:"notes" json:"notes,omitempty" doc:"Anything else a reviewer should know (power cap, MIG, interconnect)."`
+}
+
+// SimSettings configure the built-in server when server.target is builtin.
+type SimSettings struct {
+	Model       string   `yaml:"model" json:"model,omitempty" doc:"Model name the simulated server serves." default:"infermatrix-sim"`
+	MaxModelLen int      `yaml:"max_model_len" json:"max_model_len,omitempty" doc:"Context limit in tokens; longer requests get vLLM's 400 error." default:"32768" minimum:"1"`
+	TTFT        Duration `yaml:"ttft" json:"ttft,omitempty" doc:"Simulated time to first token." default:"20ms"`
+	ITL         Duration `yaml:"itl" json:"itl,omitempty" doc:"Simulated gap between tokens." default:"5ms"`
+	Seed        int64    `yaml:"seed" json:"seed,omitempty" doc:"Seed of the generated text."`
+}
+
+// Predict names the model and GPU a bandwidth-math prediction is made for.
+type Predict struct {
+	Model               string  `yaml:"model" json:"model,omitempty" doc:"Model preset, e.g. llama-3.1-8b." required:"true"`
+	GPU                 string  `yaml:"gpu" json:"gpu,omitempty" doc:"GPU preset, e.g. h100-sxm." required:"true"`
+	BandwidthEfficiency float64 `yaml:"bandwidth_efficiency" json:"bandwidth_efficiency,omitempty" doc:"Fraction of peak memory bandwidth decode achieves (0-1]." default:"0.7" exclusiveMinimum:"0" maximum:"1"`
+	FLOPsEfficiency     float64 `yaml:"flops_efficiency" json:"flops_efficiency,omitempty" doc:"Fraction of peak FLOP/s prefill achieves (0-1]." default:"0.5" exclusiveMinimum:"0" maximum:"1"`
+}
+
+// SLO holds per-request objectives in milliseconds. Zero means not set.
+type SLO struct {
+	TTFTms float64 `yaml:"ttft_ms" json:"ttft_ms,omitempty" doc:"Time to first token must be at most this many ms." exclusiveMinimum:"0"`
+	TPOTms float64 `yaml:"tpot_ms" json:"tpot_ms,omitempty" doc:"Time per output token must be at most this many ms." exclusiveMinimum:"0"`
+	ITLms  float64 `yaml:"itl_ms" json:"itl_ms,omitempty" doc:"The request's largest gap between tokens must be at most this many ms." exclusiveMinimum:"0"`
+	E2Ems  float64 `yaml:"e2e_ms" json:"e2e_ms,omitempty" doc:"End-to-end latency must be at most this many ms." exclusiveMinimum:"0"`
+}
+
+// Row is one workload configuration. A row with a sweep expands into one
+// concrete row per combination of sweep values.
+type Row struct {
+	ID       string `yaml:"id" json:"id,omitempty" doc:"Unique row id. Letters, digits, '.', '_' and '-'." required:"true"`
+	Question string `yaml:"question" json:"question,omitempty" doc:"What this row answers, in words. Shown in the decision record."`
+	Sweep    *Sweep `yaml:"sweep" json:"sweep,omitempty" doc:"Values to sweep; the row expands into one row per combination, with ids such as saturation/c=16."`
+	Settings `yaml:",inline"`
+}
+
+// Settings are the keys a row can set and the defaults section can supply.
+//
+// Keys fall into groups that only make sense together: how a row stops
+// (requests, duration), how load is offered (concurrency, rate, trace), and
+// where prompts come from (input_tokens, dataset, trace). A row that sets any
+// key of a group replaces the whole group from defaults, so a row saying
+// "duration: 60s" is not silently also capped by the defaults' request count.
+// Maps (body, headers) merge key by key; a null (or, for headers, empty)
+// value removes a key set in defaults.
+type Settings struct {
+	Requests       *int      `yaml:"requests" json:"requests,omitempty" doc:"Stop after this many measured requests (warmup not included)." minimum:"1" group:"stop"`
+	Duration       *Duration `yaml:"duration" json:"duration,omitempty" doc:"Stop dispatching after this long (measured window, warmup not included)." group:"stop"`
+	Warmup         *int      `yaml:"warmup" json:"warmup,omitempty" doc:"Requests sent first, under the same load, and left out of every statistic." minimum:"0" default:"0"`
+	WarmupDuration *Duration `yaml:"warmup_duration" json:"warmup_duration,omitempty" doc:"Alternatively, everything dispatched in this first stretch is warmup."`
+	Grace          *Duration `yaml:"grace" json:"grace,omitempty" doc:"How long requests still in flight may finish after dispatching stops; then they are cancelled." default:"30s"`
+	Timeout        *Duration `yaml:"timeout" json:"timeout,omitempty" doc:"Per-request time limit; a request over it is recorded as a timeout error." default:"5m"`
+
+	Concurrency *int   `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed loop: this many simulated users, each sending its next request when the previous one ends." minimum:"1" group:"load"`
+	Rate        *Rate  `yaml:"rate" json:"rate,omitempty" doc:"Open loop: requests arrive at this rate whether or not earlier ones finished." group:"load"`
+	Trace       *Trace `yaml:"trace" json:"trace,omitempty" doc:"Replay a trace file: its timestamps set when each request is sent, and its lengths what is sent." group:"load,source"`
+
+	InputTokens  *Length  `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Prompt length in tokens: a number, or {mean, stddev, min, max} or {values}." group:"source"`
+	OutputTokens *Length  `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Output length in tokens, sent as max_tokens: a number, or {mean, stddev, min, max} or {values}."`
+	Prefix       *Prefix  `yaml:"prefix" json:"prefix,omitempty" doc:"A shared prompt prefix, to exercise prefix caching."`
+	Dataset      *Dataset `yaml:"dataset" json:"dataset,omitempty" doc:"Take prompts from a file instead of synthesizing them." group:"source"`
+
+	Streaming *bool             `yaml:"streaming" json:"streaming,omitempty" doc:"Stream the response (needed for TTFT, ITL and TPOT)." default:"true"`
+	Tokenizer *string           `yaml:"tokenizer" json:"tokenizer,omitempty" doc:"Tokenizer used to build prompts and count tokens: builtin (o200k) or the path of a Hugging Face tokenizer.json." default:"builtin"`
+	Body      map[string]any    `yaml:"body" json:"body,omitempty" doc:"Extra JSON fields merged into every request body, e.g. {ignore_eos: true, temperature: 0}."`
+	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers merged into every request."`
+	Cancel    *Cancel           `yaml:"cancel" json:"cancel,omitempty" doc:"Cancel a fraction of requests after a delay, as impatient users do."`
+	Seed      *int64            `yaml:"seed" json:"seed,omitempty" doc:"Seed for prompt synthesis and arrival times; the same seed sends the same requests." default:"1"`
+}
+
+// Length is a token-length distribution. Written as a bare number it is a
+// fixed length.
+type Length struct {
+	Mean   int     `yaml:"mean" json:"mean,omitempty" doc:"Mean length in tokens." minimum:"1"`
+	Stddev float64 `yaml:"stddev" json:"stddev,omitempty" doc:"Standard deviation; lengths follow a normal distribution clipped to [min, max]." minimum:"0"`
+	Min    int     `yaml:"min" json:"min,omitempty" doc:"Smallest length drawn." minimum:"1"`
+	Max    int     `yaml:"max" json:"max,omitempty" doc:"Largest length drawn." minimum:"1"`
+	Values []int   `yaml:"values" json:"values,omitempty" doc:"An explicit list of lengths, drawn uniformly at random (seeded)." minimum:"1"`
+}
+
+// Rate is an open-loop arrival process.
+type Rate struct {
+	PerSecond      float64 `yaml:"per_second" json:"per_second,omitempty" doc:"Mean arrivals per second. Required unless the row sweeps rate." exclusiveMinimum:"0"`
+	Arrival        string  `yaml:"arrival" json:"arrival,omitempty" doc:"Inter-arrival distribution: constant, poisson, or gamma (with burstiness)." enum:"constant,poisson,gamma" default:"poisson"`
+	Burstiness     float64 `yaml:"burstiness" json:"burstiness,omitempty" doc:"Gamma shape: 1 is Poisson, below 1 burstier, above 1 smoother. Only with arrival: gamma." exclusiveMinimum:"0"`
+	MaxConcurrency int     `yaml:"max_concurrency" json:"max_concurrency,omitempty" doc:"Cap on requests in flight; arrivals beyond it wait, and the wait is reported as queue time." minimum:"1"`
+}
+
+// Trace replays a recorded request log.
+type Trace struct {
+	File           string  `yaml:"file" json:"file,omitempty" doc:"Path of the trace, relative to the experiment file." required:"true"`
+	Format         string  `yaml:"format" json:"format,omitempty" doc:"mooncake: JSONL with timestamp (ms), input_length, output_length, hash_ids." enum:"mooncake" default:"mooncake"`
+	Speedup        float64 `yaml:"speedup" json:"speedup,omitempty" doc:"Replay this many times faster than recorded." exclusiveMinimum:"0" default:"1"`
+	BlockSize      int     `yaml:"block_size" json:"block_size,omitempty" doc:"Tokens per hash id; equal hash ids become byte-identical prompt blocks." minimum:"1" default:"512"`
+	MaxConcurrency int     `yaml:"max_concurrency" json:"max_concurrency,omitempty" doc:"Cap on requests in flight; late requests queue and the wait is reported." minimum:"1"`
+}
+
+// Dataset is a file of prompts.
+type Dataset struct {
+	File    string `yaml:"file" json:"file,omitempty" doc:"Path of the file, relative to the experiment file." required:"true"`
+	Format  string `yaml:"format" json:"format,omitempty" doc:"jsonl: one {prompt} or {messages} per line; sharegpt: ShareGPT JSON; mooncake: a Mooncake trace, lengths only." enum:"jsonl,sharegpt,mooncake" required:"true"`
+	Shuffle bool   `yaml:"shuffle" json:"shuffle,omitempty" doc:"Draw prompts in a seeded random order instead of file order."`
+}
+
+// Prefix describes a shared prompt prefix.
+type Prefix struct {
+	Length   int  `yaml:"length" json:"length,omitempty" doc:"Tokens of shared prefix at the start of each prompt (counted within input_tokens)." minimum:"1" required:"true"`
+	Distinct int  `yaml:"distinct" json:"distinct,omitempty" doc:"How many different prefixes requests draw from." minimum:"1" default:"1"`
+	Warm     bool `yaml:"warm" json:"warm,omitempty" doc:"Send each prefix once before measuring, so the server's prefix cache holds it."`
+}
+
+// Cancel makes some requests end early, from the client side.
+type Cancel struct {
+	Fraction float64  `yaml:"fraction" json:"fraction,omitempty" doc:"Fraction of requests to cancel, (0, 1]." exclusiveMinimum:"0" maximum:"1" required:"true"`
+	After    Duration `yaml:"after" json:"after,omitempty" doc:"How long after sending to cancel." required:"true"`
+}
+
+// Sweep lists values to sweep. Several keys make a grid: every combination
+// becomes a row.
+type Sweep struct {
+	Concurrency  []int     `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed-loop concurrencies; each value becomes a row id suffix c=N." minimum:"1"`
+	Rate         []float64 `yaml:"rate" json:"rate,omitempty" doc:"Arrival rates per second (the row's rate settings apply); suffix r=N." exclusiveMinimum:"0"`
+	InputTokens  []int     `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Mean input lengths; suffix in=N." minimum:"1"`
+	OutputTokens []int     `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Mean output lengths; suffix out=N." minimum:"1"`
+}
+
+// Acceptance is a pass/fail rule for rows.
+type Acceptance struct {
+	Name   string   `yaml:"name" json:"name,omitempty" doc:"Name of the rule, shown with each verdict." required:"true"`
+	Rows   []string `yaml:"rows" json:"rows,omitempty" doc:"Row ids the rule applies to (a swept row's id covers all its expansions). Default: every row."`
+	Expect string   `yaml:"expect" json:"expect,omitempty" doc:"Expression that must be true, e.g. ttft.p95 < 1000 && tpot.p95 < 40." required:"true"`
+}
+
+// Report controls the decision record and exports.
+type Report struct {
+	Percentiles []float64 `yaml:"percentiles" json:"percentiles,omitempty" doc:"Percentiles to report for every metric, each in (0, 100); p50, p90, p95 and p99 are always reported." default:"[50, 90, 95, 99]"`
+	Formats     []string  `yaml:"formats" json:"formats,omitempty" doc:"Files to write besides the run records: markdown (decision.md), json (summary.json), csv (summary.csv), html, xlsx." default:"[markdown, json, csv]"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("500ms",
+// "1m30s"). A bare number is rejected: "30" could mean seconds or
+// milliseconds, and a wrong guess corrupts a benchmark silently.
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string such as "1m30s", as in YAML.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return fmt.Errorf("duration: want a string such as \"30s\", got %s", s)
+	}
+	x, err := time.ParseDuration(s[1 : len(s)-1])
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(x)
+	return nil
+}

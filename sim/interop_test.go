@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// These tests drive the simulator with go-openai, a widely used client, to
+// catch protocol details a hand-written client would share with the server.
+
+func openaiClient(inst *Instance) *openai.Client {
+	cfg := openai.DefaultConfig("x")
+	cfg.BaseURL = inst.BaseURL
+	return openai.NewClientWithConfig(cfg)
+}
+
+func TestOpenAIChatStream(t *testing.T) {
+	inst := startSim(t, fastConfig())
+	tok := builtinTokenizer(t)
+	client := openaiClient(inst)
+	const n = 20
+	msg := "Summarize the plot of Hamlet."
+	stream, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+		Model:         "infermatrix-sim",
+		Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: msg}},
+		MaxTokens:     n,
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	})
+	if err != nil {
+		t.Fatalf("CreateChatCompletionStream: %v", err)
+	}
+	defer stream.Close()
+
+	var (
+		content strings.Builder
+		finish  openai.FinishReason
+		usage   *openai.Usage
+		chunks  int
+	)
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv after %d chunks: %v", chunks, err)
+		}
+		chunks++
+		for _, c := range resp.Choices {
+			content.WriteString(c.Delta.Content)
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
+		}
+		if resp.Usage != nil {
+			usage = resp.Usage
+		}
+	}
+	if chunks != n+3 {
+		t.Errorf("%d chunks, want role + %d tokens + finish + usage", chunks, n)
+	}
+	if finish != openai.FinishReasonLength {
+		t.Errorf("finish reason %q", finish)
+	}
+	if usage == nil {
+		t.Fatal("no usage chunk")
+	}
+	if usage.PromptTokens != tok.Count(msg) || usage.CompletionTokens != n || usage.TotalTokens != usage.PromptTokens+n {
+		t.Errorf("usage %+v", *usage)
+	}
+	if got := tok.Count(content.String()); got != n {
+		t.Errorf("content re-tokenizes to %d, want %d", got, n)
+	}
+}
+
+func TestOpenAIChat(t *testing.T) {
+	inst := startSim(t, fastConfig())
+	tok := builtinTokenizer(t)
+	msg := "What is the capital of France?"
+	resp, err := openaiClient(inst).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model:               "infermatrix-sim",
+		Messages:            []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: msg}},
+		MaxCompletionTokens: 12,
+	})
+	if err != nil {
+		t.Fatalf("CreateChatCompletion: %v", err)
+	}
+	if resp.Object != "chat.completion" || !strings.HasPrefix(resp.ID, "chatcmpl-") || resp.Model != "infermatrix-sim" || len(resp.Choices) != 1 {
+		t.Fatalf("response %+v", resp)
+	}
+	c := resp.Choices[0]
+	if c.Message.Role != openai.ChatMessageRoleAssistant || c.FinishReason != openai.FinishReasonLength {
+		t.Errorf("choice %+v", c)
+	}
+	if got := tok.Count(c.Message.Content); got != 12 {
+		t.Errorf("content re-tokenizes to %d, want 12", got)
+	}
+	if resp.Usage.PromptTokens != tok.Count(msg) || resp.Usage.CompletionTokens != 12 || resp.Usage.TotalTokens != resp.Usage.PromptTokens+12 {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+}
+
+func TestOpenAICompletion(t *testing.T) {
+	inst := startSim(t, fastConfig())
+	tok := builtinTokenizer(t)
+	prompt := "The three primary colours are"
+	resp, err := openaiClient(inst).CreateCompletion(context.Background(), openai.CompletionRequest{
+		Model:     "infermatrix-sim",
+		Prompt:    prompt,
+		MaxTokens: 9,
+	})
+	if err != nil {
+		t.Fatalf("CreateCompletion: %v", err)
+	}
+	if resp.Object != "text_completion" || !strings.HasPrefix(resp.ID, "cmpl-") || len(resp.Choices) != 1 || resp.Choices[0].FinishReason != "length" {
+		t.Fatalf("response %+v", resp)
+	}
+	if got := tok.Count(resp.Choices[0].Text); got != 9 {
+		t.Errorf("text re-tokenizes to %d, want 9", got)
+	}
+	if resp.Usage == nil || resp.Usage.PromptTokens != tok.Count(prompt) || resp.Usage.CompletionTokens != 9 {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	inst := startSim(t, Config{MaxModelLen: 50})
+	_, err := openaiClient(inst).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model:     "infermatrix-sim",
+		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
+		MaxTokens: 100,
+	})
+	var reqErr *openai.RequestError
+	var apiErr *openai.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		if apiErr.HTTPStatusCode != 400 {
+			t.Errorf("status %d", apiErr.HTTPStatusCode)
+		}
+	case errors.As(err, &reqErr):
+		if reqErr.HTTPStatusCode != 400 {
+			t.Errorf("status %d", reqErr.HTTPStatusCode)
+		}
+	default:
+		t.Fatalf("want a 400 error, got %v", err)
+	}
+}

@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/infermatrix/infermatrix/tokenizer"
+)
+
+// Server is the simulated inference server. It is an http.Handler, so a
+// caller can mount it on any listener or in httptest; Start runs it on
+// loopback with a managed lifetime.
+type Server struct {
+	cfg       Config
+	tok       tokenizer.Tokenizer
+	pool      *tokenPool
+	timing    timingModel
+	modelJSON []byte // cfg.Model as a JSON string, spliced into chunks
+	created   int64  // start time, reported as the model's creation time
+
+	requests atomic.Uint64 // numbers requests without a seed, for their text
+	metrics  metrics
+}
+
+// New returns a server for cfg, with defaults applied. It loads the builtin
+// tokenizer when cfg.Tokenizer is nil and precomputes the token pool output
+// text is drawn from, both cached across servers.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sim: invalid config: %w", err)
+	}
+	if cfg.Tokenizer == nil {
+		tok, err := tokenizer.New(tokenizer.Builtin)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		cfg.Tokenizer = tok
+	}
+	pool, err := poolFor(cfg.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("sim: build output token pool: %w", err)
+	}
+	modelJSON, err := json.Marshal(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("sim: encode model name: %w", err)
+	}
+	return &Server{
+		cfg:       cfg,
+		tok:       cfg.Tokenizer,
+		pool:      pool,
+		timing:    constantTiming{ttft: cfg.TTFT, itl: cfg.ITL},
+		modelJSON: modelJSON,
+		created:   time.Now().Unix(),
+	}, nil
+}
+
+// Config returns the configuration the server runs with, defaults and
+// tokenizer resolved, so that a caller can record what it measured against.
+func (s *Server) Config() Config { return s.cfg }
+
+// ServeHTTP routes the OpenAI-compatible endpoints. Routing is a switch
+// rather than an http.ServeMux so that wrong methods and unknown paths get
+// JSON errors in vLLM's shape instead of the mux's plain-text ones.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		if allow(w, r, http.MethodPost) {
+			s.serveGeneration(w, r, chatEndpoint)
+		}
+	case "/v1/completions":
+		if allow(w, r, http.MethodPost) {
+			s.serveGeneration(w, r, completionEndpoint)
+		}
+	case "/v1/models":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			s.serveModels(w)
+		}
+	case "/health":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			w.WriteHeader(http.StatusOK)
+		}
+	case "/metrics":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			s.serveMetrics(w)
+		}
+	default:
+		writeError(w, &apiError{status: http.StatusNotFound, kind: "NotFoundError", message: "Not Found"})
+	}
+}
+
+// allow reports whether r uses one of methods, answering 405 when not.
+func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	allowed := methods[0]
+	for _, m := range methods[1:] {
+		allowed += ", " + m
+	}
+	w.Header().Set("Allow", allowed)
+	writeError(w, &apiError{
+		status:  http.StatusMethodNotAllowed,
+		kind:    "MethodNotAllowedError",
+		message: fmt.Sprintf("Method %s not allowed for %s", r.Method, r.URL.Path),
+	})
+	return false
+}
+
+// writeError writes e in vLLM's error shape:
+// {"object":"error","message":...,"type":...,"param":null,"code":...}.
+func writeError(w http.ResponseWriter, e *apiError) {
+	body, err := json.Marshal(struct {
+		Object  string  `json:"object"`
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}{"error", e.message, e.kind, nil, e.status})
+	if err != nil {
+		// Marshalling strings and ints cannot fail; keep the status.
+		body = []byte(`{"object":"error"}`)
+	}
+	writeJSON(w, e.status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a client that hung up needs no answer
+}
+
+func (s *Server) serveModels(w http.ResponseWriter) {
+	type model struct {
+		ID          string `json:"id"`
+		Object      string `json:"object"`
+		Created     int64  `json:"created"`
+		OwnedBy     string `json:"owned_by"`
+		Root        string `json:"root"`
+		MaxModelLen int    `json:"max_model_len"`
+	}
+	body, err := json.Marshal(struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{s.cfg.Model, "model", s.created, "infermatrix", s.cfg.Model, s.cfg.MaxModelLen}}})
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
