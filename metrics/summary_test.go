@@ -131,3 +131,18 @@ func TestTPOTNeedsTwoTokens(t *testing.T) {
 		t.Errorf("MaxGapMS = %v; want 15", g)
 	}
 }
+
+// BenchmarkAggregatorAdd measures folding one 128-token streamed record into
+// a row summary, the collector's per-request cost.
+func BenchmarkAggregatorAdd(b *testing.B) {
+	events := make([]int64, 128)
+	for i := range events {
+		events[i] = int64(20+i*5) * 1000
+	}
+	r := stream(0, events...)
+	a := NewAggregator(Options{SLO: SLO{TTFTms: 100, TPOTms: 10}})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		a.Add(r)
+	}
+}

@@ -178,7 +178,13 @@ func (c *client) readStream(ctx context.Context, resp *http.Response, rec *metri
 			Message: fmt.Sprintf("asked for a stream, got Content-Type %q: %s", resp.Header.Get("Content-Type"), snippet(body))}
 		return
 	}
-	sr := newSSEReader(resp.Body, time.Now)
+	c.readEvents(ctx, resp.Body, rec, start)
+}
+
+// readEvents reads a stream's events into rec: their arrival times, the
+// text they carry, usage, and how the stream ended.
+func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) {
+	sr := newSSEReader(body, time.Now)
 	var text strings.Builder
 	var usage *openai.Usage
 	done := false

@@ -55,7 +55,7 @@ func scripted(t *testing.T, status int, contentType string, steps ...step) *http
 	return srv
 }
 
-func testClient(t *testing.T, api string) *client {
+func testClient(t testing.TB, api string) *client {
 	t.Helper()
 	tok, err := tokenizer.New("builtin")
 	if err != nil {
