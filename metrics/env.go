@@ -48,7 +48,6 @@ type ErrorEnv struct {
 	Truncated int     `expr:"truncated"`
 	Reset     int     `expr:"reset"`
 	Timeout   int     `expr:"timeout"`
-	Canceled  int     `expr:"canceled"`
 	Protocol  int     `expr:"protocol"`
 }
 
@@ -72,8 +71,50 @@ func NewRowEnv(s *RowSummary) RowEnv {
 	by := s.Errors.ByClass
 	e.Errors.Connect, e.Errors.HTTP, e.Errors.Stream = by[ErrConnect], by[ErrHTTP], by[ErrStream]
 	e.Errors.Truncated, e.Errors.Reset, e.Errors.Timeout = by[ErrTruncated], by[ErrReset], by[ErrTimeout]
-	e.Errors.Canceled, e.Errors.Protocol = by[ErrCanceled], by[ErrProtocol]
+	e.Errors.Protocol = by[ErrProtocol]
 	return e
+}
+
+var distType = reflect.TypeOf(Dist{})
+
+// EmptyMetrics lists the expression names of the distributions with no
+// samples (a non-streamed row has no ttft).
+func (e RowEnv) EmptyMetrics() []string {
+	var out []string
+	v := reflect.ValueOf(e)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Type == distType && v.Field(i).Interface().(Dist).Count == 0 {
+			out = append(out, f.Tag.Get("expr"))
+		}
+	}
+	return out
+}
+
+// Filled returns a copy of the environment in which every distribution
+// without samples reports v for every statistic (and for p()). Judging a
+// rule with v = -Inf and again with +Inf tells whether its verdict depends
+// on the missing data at all: "ttft.p95 < 100 || e2e.p95 < 100" can pass
+// on e2e alone, while "ttft.p95 < 100" cannot pass on nothing.
+func (e RowEnv) Filled(v float64) RowEnv {
+	rv := reflect.ValueOf(&e).Elem()
+	for i := 0; i < rv.NumField(); i++ {
+		f := rv.Field(i)
+		if f.Type() == distType && f.Interface().(Dist).Count == 0 {
+			f.Set(reflect.ValueOf(filledDist(v)))
+		}
+	}
+	return e
+}
+
+// Filled returns the environment with every row's empty distributions
+// filled with v, as RowEnv.Filled.
+func (h HypothesisEnv) Filled(v float64) HypothesisEnv {
+	out := HypothesisEnv{Rows: make(map[string]RowEnv, len(h.Rows))}
+	for id, r := range h.Rows {
+		out.Rows[id] = r.Filled(v)
+	}
+	return out
 }
 
 // pFunc implements p(metric, q): any percentile from the raw samples.
@@ -272,6 +313,27 @@ func checkNames(root ast.Node, names *nameTree, swept map[string][]string) []Exp
 	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
 	ast.Walk(&root, v)
 	var probs []ExprProblem
+	for _, c := range v.pcalls {
+		if len(c.Arguments) != 2 {
+			loc := c.Location()
+			probs = append(probs, ExprProblem{From: loc.From, To: loc.To, Message: fmt.Sprintf("p takes 2 arguments, got %d", len(c.Arguments)),
+				Hint: "write p(metric, percentile), e.g. p(ttft, 75)"})
+			continue
+		}
+		var q float64
+		switch a := c.Arguments[1].(type) {
+		case *ast.IntegerNode:
+			q = float64(a.Value)
+		case *ast.FloatNode:
+			q = a.Value
+		default:
+			continue
+		}
+		if q < 0 || q > 100 {
+			loc := c.Arguments[1].Location()
+			probs = append(probs, ExprProblem{From: loc.From, To: loc.To, Message: fmt.Sprintf("percentile %v is outside 0..100", q)})
+		}
+	}
 	reported := map[string]bool{}
 	for _, n := range v.chains {
 		if v.inner[n] {
@@ -301,6 +363,7 @@ type nameVisitor struct {
 	inner   map[ast.Node]bool
 	callees map[ast.Node]bool
 	lets    map[string]bool
+	pcalls  []*ast.CallNode
 }
 
 func (v *nameVisitor) Visit(node *ast.Node) {
@@ -315,6 +378,9 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 			v.callees = map[ast.Node]bool{}
 		}
 		v.callees[n.Callee] = true
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == "p" {
+			v.pcalls = append(v.pcalls, n)
+		}
 	case *ast.VariableDeclaratorNode:
 		v.lets[n.Name] = true
 	}

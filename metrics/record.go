@@ -53,8 +53,13 @@ type Record struct {
 	StartUnixNS int64 `json:"start_unix_ns"` // wall clock at StartNS, for correlating with server logs
 	QueueNS     int64 `json:"queue_ns,omitempty"`
 
-	ConnNS       int64 `json:"conn_ns,omitempty"` // a connection was obtained (httptrace GotConn)
-	ConnReused   bool  `json:"conn_reused,omitempty"`
+	ConnNS     int64 `json:"conn_ns,omitempty"` // a connection was obtained (httptrace GotConn)
+	ConnReused bool  `json:"conn_reused,omitempty"`
+	// Retries counts requests the HTTP transport sent again on a fresh
+	// connection because the reused one closed before any response byte.
+	// Usually a stale keep-alive connection (llama.cpp closes each after a
+	// stream); it can also be a server dropping connections under load.
+	Retries      int   `json:"retries,omitempty"`
 	FirstByteNS  int64 `json:"first_byte_ns,omitempty"`  // first byte of the response headers
 	FirstTokenNS int64 `json:"first_token_ns,omitempty"` // first event carrying generated text (reasoning included)
 	// FirstOutputNS is the first event carrying non-reasoning text.

@@ -33,6 +33,13 @@ type Dist struct {
 	Extra map[string]float64 `json:"-" expr:"-"`
 
 	values []float64 // sorted samples, kept for p(metric, q); nil once read back from JSON
+	// fill, when set, stands in for every statistic of an empty
+	// distribution (see RowEnv.Filled).
+	fill *float64
+}
+
+func filledDist(v float64) Dist {
+	return Dist{Mean: v, Min: v, Max: v, P50: v, P90: v, P95: v, P99: v, fill: &v}
 }
 
 // standardPercentiles are always reported.
@@ -109,6 +116,9 @@ func (d Dist) Percentile(q float64) (float64, error) {
 		return 0, fmt.Errorf("percentile %v is outside 0..100", q)
 	}
 	if d.Count == 0 {
+		if d.fill != nil {
+			return *d.fill, nil
+		}
 		return 0, fmt.Errorf("no samples")
 	}
 	if len(d.values) != d.Count {

@@ -1,5 +1,7 @@
 package metrics
 
+import "fmt"
+
 // SummaryFormat versions summary.json. Readers refuse other versions rather
 // than misreading them.
 const SummaryFormat = "infermatrix.summary/v1"
@@ -60,6 +62,26 @@ type RowSummary struct {
 	Throughput Throughput `json:"throughput"`
 	Goodput    Goodput    `json:"goodput"`
 	Errors     Errors     `json:"errors"`
+	SelfCheck  SelfCheck  `json:"self_check"`
+}
+
+// SelfCheck says whether the client offered the load the row asked for. A
+// benchmark client that falls behind its own schedule measures itself, not
+// the server; these figures make that visible instead of silent.
+type SelfCheck struct {
+	// For open-loop rows: the rate asked for, the rate of the arrival
+	// schedule actually drawn (a finite random sample), and the rate
+	// requests were actually dispatched at.
+	RequestedRate float64 `json:"requested_rate_per_s,omitempty"`
+	ScheduledRate float64 `json:"scheduled_rate_per_s,omitempty"`
+	AchievedRate  float64 `json:"achieved_rate_per_s,omitempty"`
+	// DispatchLag is how late each open-loop request left the client
+	// against its schedule, queue time excluded, in ms.
+	DispatchLag Dist `json:"dispatch_lag_ms"`
+	// ClientBound is set when the client may have limited the measurement;
+	// Notes say why.
+	ClientBound bool     `json:"client_bound,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 }
 
 // Requests counts the row's requests by outcome.
@@ -69,6 +91,10 @@ type Requests struct {
 	Failed    int `json:"failed" expr:"failed"`       // measured requests that failed, cancellations included
 	Canceled  int `json:"canceled" expr:"canceled"`   // of Failed, those the client cancelled on purpose
 	Warmup    int `json:"warmup" expr:"warmup"`       // warmup requests, excluded from everything else
+	// Retried counts measured requests the HTTP transport resent because
+	// their reused connection closed before any response (see
+	// Record.Retries).
+	Retried int `json:"retried" expr:"retried"`
 }
 
 // Metrics are the per-request distributions. Latencies are in milliseconds.
@@ -100,10 +126,13 @@ type Goodput struct {
 	Ratio        float64 `json:"ratio" expr:"ratio"`
 }
 
-// Errors counts failed measured requests.
+// Errors counts measured requests that failed for reasons other than the
+// client cancelling them on purpose: what the server (or the network) did.
+// Deliberate cancellations are counted in Requests.Canceled instead, so a
+// rule like "errors.total == 0" holds on a row that cancels by design.
 type Errors struct {
 	Total   int            `json:"total"`
-	Ratio   float64        `json:"ratio"` // Total / Sent
+	Ratio   float64        `json:"ratio"` // Total / (Sent - Canceled)
 	ByClass map[string]int `json:"by_class,omitempty"`
 }
 
@@ -111,6 +140,9 @@ type Errors struct {
 type Options struct {
 	Percentiles []float64 // extra percentiles, beyond p50/p90/p95/p99
 	SLO         SLO
+	// RequestedRate is an open-loop row's rate, for the self-check; 0 for
+	// other rows.
+	RequestedRate float64
 }
 
 // Aggregator builds one row's summary from its records as they arrive. It
@@ -128,6 +160,10 @@ type Aggregator struct {
 	perUser                                          []float64
 	inSum, outSum                                    int64
 	good, goodBase                                   int
+
+	lag                             []float64
+	firstSched, lastSched           int64
+	firstDispatchNS, lastDispatchNS int64
 }
 
 // NewAggregator starts an empty row summary.
@@ -142,28 +178,36 @@ func (a *Aggregator) Add(r *Record) {
 		return
 	}
 	a.reqs.Sent++
+	if r.Retries > 0 {
+		a.reqs.Retried++
+	}
 	dispatch := r.StartNS - r.QueueNS
 	end := r.StartNS + r.EndNS
-	if !a.anyMeas || dispatch < a.first {
-		a.first = dispatch
-	}
-	if !a.anyMeas || end > a.last {
-		a.last = end
+	if !a.anyMeas {
+		a.first, a.last = dispatch, end
+		a.firstSched, a.lastSched = r.ScheduledNS, r.ScheduledNS
+		a.firstDispatchNS, a.lastDispatchNS = dispatch, dispatch
 	}
 	a.anyMeas = true
-	a.queue = append(a.queue, ms(r.QueueNS))
+	a.first, a.last = min(a.first, dispatch), max(a.last, end)
+	a.firstSched, a.lastSched = min(a.firstSched, r.ScheduledNS), max(a.lastSched, r.ScheduledNS)
+	a.firstDispatchNS, a.lastDispatchNS = min(a.firstDispatchNS, dispatch), max(a.lastDispatchNS, dispatch)
+	if a.opts.RequestedRate > 0 {
+		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
+	}
 	if !r.OK() {
 		a.reqs.Failed++
-		a.errs[r.Error.Class]++
 		if r.Canceled() {
 			a.reqs.Canceled++
 		} else {
+			a.errs[r.Error.Class]++
 			a.goodBase++
 		}
 		return
 	}
 	a.reqs.Completed++
 	a.goodBase++
+	a.queue = append(a.queue, ms(r.QueueNS))
 
 	in, out := r.InputTokens.Count(), r.OutputTokens.Count()
 	a.inSum += int64(in)
@@ -268,12 +312,42 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	if a.goodBase > 0 {
 		s.Goodput.Ratio = float64(a.good) / float64(a.goodBase)
 	}
-	s.Errors.Total = a.reqs.Failed
-	if a.reqs.Sent > 0 {
-		s.Errors.Ratio = float64(a.reqs.Failed) / float64(a.reqs.Sent)
+	s.Errors.Total = a.reqs.Failed - a.reqs.Canceled
+	if n := a.reqs.Sent - a.reqs.Canceled; n > 0 {
+		s.Errors.Ratio = float64(s.Errors.Total) / float64(n)
 	}
 	if len(a.errs) > 0 {
 		s.Errors.ByClass = a.errs
 	}
+	s.SelfCheck = a.selfCheck()
 	return s
+}
+
+// selfCheck compares what the client dispatched with what it scheduled.
+//
+// The client is flagged as the possible bottleneck when its p99 dispatch
+// lag exceeds 1 ms or a tenth of the mean gap between arrivals, whichever
+// is larger: below that, lateness is small beside the arrival process
+// itself.
+func (a *Aggregator) selfCheck() SelfCheck {
+	c := SelfCheck{DispatchLag: NewDist(a.lag, a.opts.Percentiles)}
+	if a.opts.RequestedRate <= 0 {
+		return c
+	}
+	c.RequestedRate = a.opts.RequestedRate
+	n := float64(a.reqs.Sent - 1)
+	if span := a.lastSched - a.firstSched; n > 0 && span > 0 {
+		c.ScheduledRate = n / (float64(span) / 1e9)
+	}
+	if span := a.lastDispatchNS - a.firstDispatchNS; n > 0 && span > 0 {
+		c.AchievedRate = n / (float64(span) / 1e9)
+	}
+	limit := max(1.0, 100/a.opts.RequestedRate) // ms: 1 ms, or a tenth of the mean gap
+	if c.DispatchLag.Count > 0 && c.DispatchLag.P99 > limit {
+		c.ClientBound = true
+		c.Notes = append(c.Notes, fmt.Sprintf(
+			"the client fell behind its arrival schedule: p99 dispatch lag %.1f ms (limit %.1f ms); dispatched at %.3g req/s against %.3g scheduled",
+			c.DispatchLag.P99, limit, c.AchievedRate, c.ScheduledRate))
+	}
+	return c
 }

@@ -8,7 +8,9 @@
 package reports
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -16,12 +18,16 @@ import (
 	"github.com/infermatrix/infermatrix/schema"
 )
 
-// Verdicts.
+// Verdicts, of a row and of a run.
 const (
 	Pass    = "pass"
 	Fail    = "fail"
-	NoRules = "no rules" // no acceptance rule names the row
+	NoRules = "no rules" // no acceptance rule names the row (or, for a run, any row)
 	NotRun  = "not run"  // the row did not run (interrupted before it, or the tool failed)
+	// Incomplete is a run's verdict when a row with rules has no verdict:
+	// the run was interrupted or failed before judging everything it set
+	// out to judge. It never counts as a pass.
+	Incomplete = "incomplete"
 )
 
 // Hypothesis verdicts.
@@ -93,16 +99,18 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 			rules[id] = append(rules[id], a)
 		}
 	}
-	failed := 0
+	failed, judged, unjudged := 0, 0, 0
 	for i := range s.Rows {
 		rs := &s.Rows[i]
 		rv := RowVerdict{ID: rs.ID}
 		switch {
-		case rs.Status == metrics.RowNotRun || rs.Status == metrics.RowFailed:
-			rv.Verdict = NotRun
 		case len(rules[rs.ID]) == 0:
 			rv.Verdict = NoRules
+		case rs.Status == metrics.RowNotRun || rs.Status == metrics.RowFailed:
+			rv.Verdict = NotRun
+			unjudged++
 		default:
+			judged++
 			rv.Verdict = Pass
 			env := metrics.NewRowEnv(rs)
 			for _, rule := range rules[rs.ID] {
@@ -118,11 +126,14 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 		}
 		d.Rows = append(d.Rows, rv)
 	}
+	// A pass needs evidence: every row that has rules ran and met them.
 	switch {
 	case failed > 0:
 		d.Verdict = Fail
-	case s.Interrupted:
-		d.Verdict = NotRun
+	case unjudged > 0 || s.Interrupted:
+		d.Verdict = Incomplete
+	case judged == 0:
+		d.Verdict = NoRules
 	default:
 		d.Verdict = Pass
 	}
@@ -130,54 +141,65 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 	return d
 }
 
-// distNames are the metrics that are distributions; a rule reading one with
-// no samples cannot be judged true.
-var distNames = map[string]bool{
-	"ttft": true, "ttfo": true, "ttst": true, "itl": true, "tpot": true,
-	"e2e": true, "queue": true, "input_tokens": true, "output_tokens": true,
-}
-
 // judgeRule evaluates a rule on a row, clause by clause.
 //
 // A row with no successful request fails every rule: an expression like
-// "ttft.p95 < 1000" would otherwise pass on the zero of an empty
-// distribution. For the same reason a clause that reads a metric with no
-// samples fails, saying so.
+// "ttft.p95 < 1000" would otherwise pass on nothing. Where a rule reads a
+// metric with no samples (a non-streamed row has no TTFT), it is judged
+// twice, with the missing statistics standing at -Inf and at +Inf: it
+// passes only if it passes both ways, that is, if the verdict does not
+// depend on the missing data ("ttft.p95 < 100 || e2e.p95 < 100" can pass on
+// e2e alone).
 func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.RowEnv) RuleResult {
 	rr := RuleResult{Rule: rule.Name, Expect: rule.Program.Source}
 	if rs.Requests.Completed == 0 {
 		rr.Reason = fmt.Sprintf("no successful requests (%d sent, %d failed)", rs.Requests.Sent, rs.Requests.Failed)
 		return rr
 	}
-	ok, err := rule.Program.Run(env)
+	empty := map[string]bool{}
+	for _, m := range env.EmptyMetrics() {
+		empty[m] = true
+	}
+	lo, hi := env.Filled(math.Inf(-1)), env.Filled(math.Inf(1))
+	holds := func(src string, p *metrics.Program) (bool, error) {
+		a, err := runOn(src, p, lo)
+		if err != nil {
+			return false, err
+		}
+		b, err := runOn(src, p, hi)
+		return a && b, err
+	}
+	ok, err := holds("", rule.Program)
 	if err != nil {
 		rr.Reason = err.Error()
 		return rr
 	}
+	if rr.Pass = ok; ok {
+		return rr
+	}
 	for _, c := range rule.Program.Conjuncts() {
+		held, err := holds(c, nil)
+		if err == nil && held {
+			continue
+		}
 		cl := Clause{Text: c}
+		var missing []string
 		for _, op := range metrics.Operands(c) {
-			if root := op.Path[0]; distNames[root] && distCount(env, root) == 0 {
-				cl.Reason = fmt.Sprintf("%s has no samples", root)
+			if empty[op.Path[0]] {
+				missing = append(missing, op.Path[0])
 				continue
 			}
 			cl.Values = appendValue(cl.Values, op.Text, env)
 		}
-		held, err := metrics.Value(c, env)
-		b, isBool := held.(bool)
 		switch {
-		case cl.Reason != "":
-			ok = false
-			rr.Failed = append(rr.Failed, cl)
+		case len(missing) > 0:
+			cl.Reason = strings.Join(dedupe(missing), ", ") + " has no samples"
 		case err != nil:
 			cl.Reason = err.Error()
-			rr.Failed = append(rr.Failed, cl)
-		case isBool && !b:
-			rr.Failed = append(rr.Failed, cl)
 		}
+		rr.Failed = append(rr.Failed, cl)
 	}
-	rr.Pass = ok && len(rr.Failed) == 0
-	if !rr.Pass && len(rr.Failed) == 0 {
+	if len(rr.Failed) == 0 {
 		// The rule failed but no top-level clause did on its own (an
 		// "or" of failing parts): show the whole rule with its numbers.
 		cl := Clause{Text: rule.Program.Source}
@@ -187,6 +209,32 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 		rr.Failed = append(rr.Failed, cl)
 	}
 	return rr
+}
+
+// runOn evaluates a compiled program, or else an expression's source, as a
+// verdict.
+func runOn(src string, p *metrics.Program, env any) (bool, error) {
+	if p != nil {
+		return p.Run(env)
+	}
+	v, err := metrics.Value(src, env)
+	if err != nil {
+		return false, err
+	}
+	b, _ := v.(bool)
+	return b, nil
+}
+
+func dedupe(xs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // appendValue evaluates an operand and appends it if it is a number.
@@ -199,15 +247,6 @@ func appendValue(vals []Value, text string, env any) []Value {
 		vals = append(vals, Value{Name: text, Value: f})
 	}
 	return vals
-}
-
-func distCount(env metrics.RowEnv, name string) int {
-	v, err := metrics.Value(name+".count", env)
-	if err != nil {
-		return -1
-	}
-	n, _ := v.(int)
-	return n
 }
 
 func toFloat(v any) (float64, bool) {
@@ -252,14 +291,27 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary) []HypothesisVerdict 
 			out = append(out, hv)
 			continue
 		}
+		skip := map[string]bool{}
+		for _, m := range emptyOperands(h.Program.Source, env) {
+			skip[m] = true
+		}
 		for _, op := range metrics.Operands(h.Program.Source) {
+			if len(op.Path) >= 3 && skip["rows."+op.Path[1]+"."+op.Path[2]] {
+				continue // no samples: a zero here would read as a measurement
+			}
 			hv.Values = appendValue(hv.Values, op.Text, env)
 		}
-		ok, err := h.Program.Run(env)
+		// As for rules: evaluated with missing statistics at -Inf and at
+		// +Inf. A claim that comes out differently depends on data the
+		// run does not have.
+		a, errA := h.Program.Run(env.Filled(math.Inf(-1)))
+		b, errB := h.Program.Run(env.Filled(math.Inf(1)))
 		switch {
-		case err != nil:
-			hv.Verdict, hv.Reason = Inconclusive, err.Error()
-		case ok:
+		case errA != nil || errB != nil:
+			hv.Verdict, hv.Reason = Inconclusive, errors.Join(errA, errB).Error()
+		case a != b:
+			hv.Verdict, hv.Reason = Inconclusive, "it depends on "+strings.Join(emptyOperands(h.Program.Source, env), ", ")+", which has no samples"
+		case a:
 			hv.Verdict = Supported
 		default:
 			hv.Verdict = Refuted
@@ -267,6 +319,23 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary) []HypothesisVerdict 
 		out = append(out, hv)
 	}
 	return out
+}
+
+// emptyOperands names the row metrics a hypothesis reads that have no
+// samples.
+func emptyOperands(src string, env metrics.HypothesisEnv) []string {
+	var out []string
+	for _, op := range metrics.Operands(src) {
+		if len(op.Path) < 3 {
+			continue
+		}
+		for _, m := range env.Rows[op.Path[1]].EmptyMetrics() {
+			if m == op.Path[2] {
+				out = append(out, "rows."+op.Path[1]+"."+m)
+			}
+		}
+	}
+	return dedupe(out)
 }
 
 // referencedRows lists the row ids a hypothesis names (rows.x or

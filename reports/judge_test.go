@@ -128,6 +128,77 @@ func TestHypotheses(t *testing.T) {
 	}
 }
 
+// TestHypothesisOnEmptyMetric checks that a claim about a metric with no
+// samples (a non-streamed row has no TTFT) is inconclusive, not decided on
+// a zero.
+func TestHypothesisOnEmptyMetric(t *testing.T) {
+	plan, sum := fixture(t)
+	sum.Rows[0].Metrics.TTFT = metrics.NewDist(nil, nil)
+	h := Judge(plan, sum).Hypotheses[0]
+	if h.Verdict != Inconclusive || h.Reason != "it depends on rows.idle.ttft, which has no samples" {
+		t.Errorf("H1 = %+v; want inconclusive, naming the empty metric", h)
+	}
+	for _, v := range h.Values {
+		if v.Name == "rows.idle.ttft.p95" {
+			t.Errorf("evidence shows %s = %v for a metric with no samples", v.Name, v.Value)
+		}
+	}
+}
+
+// TestRulesOnMissingData checks that a rule passes only when its verdict
+// does not depend on a metric with no samples.
+func TestRulesOnMissingData(t *testing.T) {
+	tests := []struct {
+		expect string
+		pass   bool
+	}{
+		{"ttft.p95 < 100 || e2e.p95 < 100", true}, // e2e alone decides
+		{"ttft.p95 < 100", false},
+		{"!(ttft.p95 > 1000)", false}, // would pass on NaN or 0
+		{"ttft.count == 0 && e2e.p95 < 100", true},
+		{"p(ttft, 90) < 5", false},
+	}
+	for _, tt := range tests {
+		plan, err := schema.Parse("x.yaml", []byte(`apiVersion: infermatrix/v1
+name: x
+server: {target: builtin}
+rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8, streaming: false}]
+acceptance: [{name: a, expect: "`+tt.expect+`"}]
+`), schema.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := row("r", nil, nil, 0)
+		rs.Metrics.E2E = metrics.NewDist([]float64{50, 60}, nil)
+		rs.Requests.Completed, rs.Requests.Sent = 2, 2
+		d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
+		if got := d.Rows[0].Verdict == Pass; got != tt.pass {
+			t.Errorf("%s: pass = %v; want %v (%+v)", tt.expect, got, tt.pass, d.Rows[0].Rules)
+		}
+	}
+}
+
+func TestRunVerdicts(t *testing.T) {
+	plan, sum := fixture(t)
+	// Only rows without failures: idle passes, gone did not run.
+	sum.Rows = []metrics.RowSummary{sum.Rows[0], sum.Rows[3]}
+	if d := Judge(plan, sum); d.Verdict != Incomplete {
+		t.Errorf("verdict %s; want incomplete: a row with rules did not run", d.Verdict)
+	}
+	noRules, err := schema.Parse("x.yaml", []byte(`apiVersion: infermatrix/v1
+name: x
+server: {target: builtin}
+rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]
+`), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Judge(noRules, &metrics.Summary{Rows: []metrics.RowSummary{row("r", nil, nil, 2)}})
+	if d.Verdict != NoRules {
+		t.Errorf("verdict %s; want none: nothing was judged", d.Verdict)
+	}
+}
+
 func TestInterruptedRunHasNoPassingVerdict(t *testing.T) {
 	plan, sum := fixture(t)
 	sum.Rows = sum.Rows[:1] // only idle, which passes
@@ -143,7 +214,7 @@ func TestMarkdown(t *testing.T) {
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	end := start.Add(90 * time.Second)
 	man := &rundir.Manifest{
-		Started: start, Ended: &end, Command: []string{"infermatrix", "run", "judged.yaml", "--rows", "idle,busy"},
+		Started: start, Ended: &end, Command: []string{"infermatrix", "run", "judged.yaml", "--out", "results/x", "--rows", "idle,busy"},
 		Experiment: rundir.ExperimentInfo{Name: "judged", File: "judged.yaml", SHA256: plan.SHA256},
 		Server:     rundir.ServerInfo{Declared: plan.Server},
 	}
@@ -161,6 +232,7 @@ func TestMarkdown(t *testing.T) {
 		"| `gone` | not run |",
 		"| H2 | The missing row is fast.<br>`rows.gone.ttft.p95 < 1` | **inconclusive** | no data for row gone |",
 		"| `idle` | 3 / 3 | 21.0 / 21.9 / 22.0 |",
+		// --out is dropped: that directory now exists and a rerun must not reuse it.
 		"```sh\ninfermatrix run judged.yaml --rows idle,busy\n```",
 	} {
 		if !strings.Contains(md, want) {

@@ -107,10 +107,12 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", sloText(sum.SLO))
 	}
 
+	m.selfCheck(sum)
+
 	if len(p.Acceptance) > 0 {
 		m.printf("## Acceptance\n\n")
 		for _, a := range p.Acceptance {
-			m.printf("- **%s**: %s\n", cell(a.Name), code(a.Program.Source))
+			m.printf("- **%s**: %s\n", cell(a.Name), codeSpan(a.Program.Source))
 		}
 		m.printf("\n| Row | Rule | Result |\n|---|---|---|\n")
 		for _, rv := range d.Rows {
@@ -151,6 +153,36 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	return m.err
 }
 
+// selfCheck writes how well the client kept to each open-loop row's
+// schedule. Closed-loop rows have no schedule to keep.
+func (m *mdWriter) selfCheck(sum *metrics.Summary) {
+	var rows []*metrics.RowSummary
+	for i := range sum.Rows {
+		if sum.Rows[i].SelfCheck.RequestedRate > 0 {
+			rows = append(rows, &sum.Rows[i])
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	m.printf("## Client self-check\n\n")
+	m.printf("For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded).\n\n")
+	m.printf("| Row | Requested req/s | Scheduled req/s | Achieved req/s | Dispatch lag p50 / p99 (ms) | Client |\n|---|---|---|---|---|---|\n")
+	for _, rs := range rows {
+		c := rs.SelfCheck
+		lag := "—"
+		if c.DispatchLag.Count > 0 {
+			lag = num(c.DispatchLag.P50) + " / " + num(c.DispatchLag.P99)
+		}
+		verdict := "kept up"
+		if c.ClientBound {
+			verdict = "**fell behind**: " + cell(strings.Join(c.Notes, "; "))
+		}
+		m.printf("| `%s` | %s | %s | %s | %s | %s |\n", rs.ID, num(c.RequestedRate), num(c.ScheduledRate), num(c.AchievedRate), lag, verdict)
+	}
+	m.printf("\n")
+}
+
 type mdWriter struct {
 	w   io.Writer
 	err error
@@ -163,7 +195,7 @@ func (m *mdWriter) printf(format string, args ...any) {
 }
 
 func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
-	var pass, fail, none, notRun []string
+	var pass, fail, none, notRun, bound []string
 	for _, rv := range d.Rows {
 		switch rv.Verdict {
 		case Pass:
@@ -176,28 +208,38 @@ func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
 			notRun = append(notRun, rv.ID)
 		}
 	}
+	for _, rs := range sum.Rows {
+		if rs.SelfCheck.ClientBound {
+			bound = append(bound, rs.ID)
+		}
+	}
 	if sum.Interrupted {
 		m.printf("> **Interrupted.** The run was stopped before it finished; the numbers below cover only what was measured.\n\n")
 	}
+	judged := len(pass) + len(fail)
 	switch d.Verdict {
 	case Pass:
-		m.printf("**Verdict: PASS.** %d of %d judged rows meet acceptance.", len(pass), len(pass)+len(fail))
+		m.printf("**Verdict: PASS.** %d of %d judged rows meet acceptance.", len(pass), judged)
 	case Fail:
-		m.printf("**Verdict: FAIL.** %d of %d judged rows are rejected: %s.", len(fail), len(pass)+len(fail), codeList(fail))
-	default:
-		m.printf("**Verdict: none.** The run did not finish.")
+		m.printf("**Verdict: FAIL.** %d of %d judged rows are rejected: %s.", len(fail), judged, codeList(fail))
+	case Incomplete:
+		m.printf("**Verdict: INCOMPLETE.** Rows with acceptance rules have no verdict (%s); this record cannot sign a plan off.", codeList(notRun))
+	case NoRules:
+		m.printf("**Verdict: none.** The experiment has no acceptance rules; these numbers are for reading, not for sign-off.")
 	}
-	switch len(none) {
-	case 0:
-	case 1:
+	switch {
+	case len(none) == 1 && d.Verdict != NoRules:
 		m.printf(" 1 row has no acceptance rule.")
-	default:
+	case len(none) > 1 && d.Verdict != NoRules:
 		m.printf(" %d rows have no acceptance rule.", len(none))
 	}
-	if len(notRun) > 0 {
+	if len(notRun) > 0 && d.Verdict != Incomplete {
 		m.printf(" Not run: %s.", codeList(notRun))
 	}
 	m.printf("\n\n")
+	if len(bound) > 0 {
+		m.printf("> **Client-bound rows:** %s. The client fell behind the load it was asked to offer, so these rows may measure the client rather than the server; see [Client self-check](#client-self-check).\n\n", codeList(bound))
+	}
 }
 
 func codeList(ids []string) string {
@@ -324,6 +366,8 @@ func triple(d metrics.Dist) string {
 // digits to compare rows, no false precision.
 func decimals(v float64) int {
 	switch a := abs64(v); {
+	case a < 1:
+		return 3
 	case a < 10:
 		return 2
 	case a < 1000:
@@ -350,16 +394,23 @@ func abs64(v float64) float64 {
 }
 
 func errorsCell(rs *metrics.RowSummary) string {
-	if rs.Errors.Total == 0 {
-		return "0"
-	}
-	var parts []string
-	for _, c := range metrics.ErrorClasses {
-		if n := rs.Errors.ByClass[c]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+	s := "0"
+	if rs.Errors.Total > 0 {
+		var parts []string
+		for _, c := range metrics.ErrorClasses {
+			if n := rs.Errors.ByClass[c]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", c, n))
+			}
 		}
+		s = fmt.Sprintf("%d (%s)", rs.Errors.Total, strings.Join(parts, ", "))
 	}
-	return fmt.Sprintf("%d (%s)", rs.Errors.Total, strings.Join(parts, ", "))
+	if rs.Requests.Canceled > 0 {
+		s += fmt.Sprintf("; %d cancelled by the client", rs.Requests.Canceled)
+	}
+	if rs.Requests.Retried > 0 {
+		s += fmt.Sprintf("; %d resent on a new connection", rs.Requests.Retried)
+	}
+	return s
 }
 
 func sloText(s metrics.SLO) string {
@@ -418,9 +469,14 @@ func cell(s string) string {
 
 // code formats text as a code span that is safe in a table cell. Inside a
 // code span Markdown shows entities literally, so only the pipe, which
-// would end the cell, is escaped.
+// would end the cell, is escaped (GitHub removes the backslash there).
 func code(s string) string {
-	s = strings.ReplaceAll(oneLine(s), "|", `\|`)
+	return codeSpan(strings.ReplaceAll(s, "|", `\|`))
+}
+
+// codeSpan formats text as a code span outside tables.
+func codeSpan(s string) string {
+	s = oneLine(s)
 	if strings.Contains(s, "`") {
 		return "`` " + s + " ``"
 	}
@@ -433,7 +489,20 @@ func oneLine(s string) string {
 
 // reproduceCommand is the command that ran the experiment, shell-quoted.
 func reproduceCommand(man *rundir.Manifest) string {
-	args := man.Command
+	var args []string
+	for i := 0; i < len(man.Command); i++ {
+		a := man.Command[i]
+		// --out names this run's directory, which now exists: a rerun
+		// must write elsewhere, so it is left out.
+		if a == "--out" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "--out=") {
+			continue
+		}
+		args = append(args, a)
+	}
 	if len(args) == 0 {
 		args = []string{"infermatrix", "run", man.Experiment.File}
 	}

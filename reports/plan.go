@@ -20,12 +20,12 @@ const (
 // WritePlan prints the expanded rows of a plan with request counts and an
 // estimated duration, for `infermatrix plan`.
 func WritePlan(w io.Writer, p *schema.Plan) error {
-	fmt.Fprintf(w, "%s: %d rows\n\n", p.Experiment.Name, len(p.Rows))
+	fmt.Fprintf(w, "%s: %d row%s\n\n", p.Experiment.Name, len(p.Rows), plural(len(p.Rows)))
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROW\tLOAD\tINPUT\tOUTPUT\tREQUESTS\tSTOP\tEST. DURATION\t")
 	var total time.Duration
 	var assumed bool
-	totalReqs := 0
+	totalReqs, unbounded := 0, 0
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		per := requestLatency(p, r)
@@ -39,13 +39,22 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 		if n := r.TotalRequests(); n > 0 {
 			reqs = fmt.Sprint(n)
 			totalReqs += n
+		} else {
+			unbounded++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, r.Load, r.Input, r.Output, reqs, r.Stop(), mark, est.Duration.Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}
-	fmt.Fprintf(w, "\n%d requests, about %s in all", totalReqs, total.Round(time.Second))
+	switch {
+	case unbounded == len(p.Rows):
+		fmt.Fprintf(w, "\nabout %s in all", total.Round(time.Second))
+	case unbounded > 0:
+		fmt.Fprintf(w, "\n%d requests plus %d row%s bounded by time, about %s in all", totalReqs, unbounded, plural(unbounded), total.Round(time.Second))
+	default:
+		fmt.Fprintf(w, "\n%d requests, about %s in all", totalReqs, total.Round(time.Second))
+	}
 	if assumed {
 		fmt.Fprintf(w, "\n~ assumes %s to first token and %s per output token; the real figure depends on the server", assumedTTFT, assumedTPOT)
 	}
@@ -63,4 +72,11 @@ func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
 		return schema.Estimate{Duration: s.TTFT.D() + (out-1)*s.ITL.D()}
 	}
 	return schema.Estimate{Duration: assumedTTFT + (out-1)*assumedTPOT, Assumed: true}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

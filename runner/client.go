@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,8 +42,8 @@ func newTransport(maxConns int) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil, // a benchmark measures the server, not a proxy picked up from the environment
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: max(maxConns, 64),
+		MaxIdleConns:        max(maxConns, 64),
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
@@ -106,22 +107,19 @@ func (c *client) do(ctx context.Context, cl *call) {
 	// connection turns out to be closed before anything was read, as
 	// llama.cpp's server leaves it after every stream. Without it, such a
 	// request fails with a spurious EOF. The retry happens before any
-	// response byte, inside the measured time, as the user would wait.
+	// response byte, inside the measured time, as the user would wait; it is
+	// counted in the record (retries), because the same mechanism would also
+	// resend a request whose connection the server dropped while working on
+	// it.
 	req.Header.Set("Idempotency-Key", rec.ID)
 	req.Header.Set("X-Request-Id", rec.ID)
 
-	var start time.Time
-	since := func(t time.Time) int64 { return t.Sub(start).Nanoseconds() }
-	trace := &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			rec.ConnNS = since(time.Now())
-			rec.ConnReused = info.Reused
-		},
-		GotFirstResponseByte: func() { rec.FirstByteNS = since(time.Now()) },
-	}
-	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	tr := &connTrace{}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks()))
+	defer tr.copyTo(rec)
 
-	start = time.Now()
+	start := time.Now()
+	tr.start = start
 	rec.StartNS = start.Sub(c.rowStart).Nanoseconds()
 	rec.StartUnixNS = start.UnixNano()
 	if cl.cancel != nil {
@@ -130,7 +128,7 @@ func (c *client) do(ctx context.Context, cl *call) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		rec.EndNS = since(time.Now())
+		rec.EndNS = time.Since(start).Nanoseconds()
 		rec.Error = classify(ctx, err, false)
 		return
 	}
@@ -138,7 +136,7 @@ func (c *client) do(ctx context.Context, cl *call) {
 	rec.Status = resp.StatusCode
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		rec.EndNS = since(time.Now())
+		rec.EndNS = time.Since(start).Nanoseconds()
 		rec.Error = &metrics.Error{Class: metrics.ErrHTTP, Message: httpErrorMessage(resp, body)}
 		return
 	}
@@ -146,6 +144,39 @@ func (c *client) do(ctx context.Context, cl *call) {
 		c.readStream(ctx, resp, rec, start)
 	} else {
 		c.readBody(ctx, resp, rec, start)
+	}
+}
+
+// connTrace collects the httptrace callbacks of one request. The transport
+// calls them on its own goroutines, sometimes after Do has returned (for a
+// cancelled request), so they write atomics, which are copied into the
+// record once the request is over; a callback after that changes nothing
+// the record holds.
+type connTrace struct {
+	start     time.Time // set before Do; read only by callbacks Do triggers
+	conns     atomic.Int32
+	connNS    atomic.Int64
+	firstByte atomic.Int64
+	reused    atomic.Bool
+}
+
+func (t *connTrace) hooks() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			t.conns.Add(1)
+			t.connNS.Store(time.Since(t.start).Nanoseconds())
+			t.reused.Store(info.Reused)
+		},
+		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, time.Since(t.start).Nanoseconds()) },
+	}
+}
+
+func (t *connTrace) copyTo(rec *metrics.Record) {
+	rec.ConnNS = t.connNS.Load()
+	rec.ConnReused = t.reused.Load()
+	rec.FirstByteNS = t.firstByte.Load()
+	if n := t.conns.Load(); n > 1 {
+		rec.Retries = int(n - 1)
 	}
 }
 
@@ -178,16 +209,37 @@ func (c *client) readStream(ctx context.Context, resp *http.Response, rec *metri
 			Message: fmt.Sprintf("asked for a stream, got Content-Type %q: %s", resp.Header.Get("Content-Type"), snippet(body))}
 		return
 	}
-	c.readEvents(ctx, resp.Body, rec, start)
+	if c.readEvents(ctx, resp.Body, rec, start) {
+		drain(resp.Body)
+	}
+}
+
+// Bounds on reading what follows [DONE].
+const (
+	drainWait  = 100 * time.Millisecond
+	drainBytes = 64 << 10
+)
+
+// drain reads what is left of a body after [DONE], normally just the
+// chunked encoding's final empty chunk. Go's transport reuses a connection
+// only when its body was read to the end; without this, every streamed
+// request would pay a new TCP (and TLS) setup inside its TTFT. The wait is
+// bounded, for servers that keep a stream open after [DONE], and happens
+// after the end of the response is stamped.
+func drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	defer t.Stop()
+	io.CopyN(io.Discard, body, drainBytes)
 }
 
 // readEvents reads a stream's events into rec: their arrival times, the
-// text they carry, usage, and how the stream ended.
-func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) {
+// text they carry, usage, and how the stream ended. It reports whether the
+// stream ended with [DONE].
+func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
 	sr := newSSEReader(body, time.Now)
 	var text strings.Builder
 	var usage *openai.Usage
-	done := false
+	usageAt := -1 // how many text events preceded the usage
 	for !done {
 		ev, err := sr.next()
 		if err != nil {
@@ -222,9 +274,6 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: errorText(data)}
 			break
 		}
-		if ch.Usage != nil {
-			usage = ch.Usage
-		}
 		carried := false
 		for _, choice := range ch.Choices {
 			content := choice.Delta.Content + choice.Text
@@ -248,8 +297,21 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			rec.LastTokenNS = off
 			rec.Events = append(rec.Events, off)
 		}
+		if ch.Usage != nil {
+			usage, usageAt = ch.Usage, len(rec.Events)
+		}
+	}
+	if usage != nil && usageAt < len(rec.Events) {
+		// Usage sent before the last text (a running count, or a server
+		// bug) does not count the whole answer: fall back to the client's
+		// count rather than report a short one.
+		usage = nil
+	}
+	if done && len(rec.Events) == 0 && usage == nil {
+		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: "the stream carried no generated text and no usage"}
 	}
 	c.countOutput(rec, text.String(), usage)
+	return done
 }
 
 func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
@@ -259,13 +321,22 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 		rec.Error = classify(ctx, err, true)
 		return
 	}
-	var usage struct {
-		Usage *openai.Usage `json:"usage"`
+	// Fields go-openai's types lack: whether usage was sent at all, and
+	// the "reasoning" field newer vLLM builds use.
+	var extra struct {
+		Usage   *openai.Usage `json:"usage"`
+		Choices []struct {
+			Message struct {
+				Reasoning string `json:"reasoning"`
+			} `json:"message"`
+		} `json:"choices"`
 	}
 	var text string
+	choices := 0
 	if c.api == "completions" {
 		var r openai.CompletionResponse
 		err = json.Unmarshal(body, &r)
+		choices = len(r.Choices)
 		for _, ch := range r.Choices {
 			text += ch.Text
 			rec.FinishReason = ch.FinishReason
@@ -273,19 +344,29 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	} else {
 		var r openai.ChatCompletionResponse
 		err = json.Unmarshal(body, &r)
+		choices = len(r.Choices)
 		for _, ch := range r.Choices {
 			text += ch.Message.ReasoningContent + ch.Message.Content
 			rec.FinishReason = string(ch.FinishReason)
 		}
 	}
 	if err == nil {
-		err = json.Unmarshal(body, &usage)
+		err = json.Unmarshal(body, &extra)
 	}
 	if err != nil {
 		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: fmt.Sprintf("bad JSON response: %v: %s", err, snippet(body))}
 		return
 	}
-	c.countOutput(rec, text, usage.Usage)
+	if choices == 0 {
+		// {} or {"choices": null} from a proxy would otherwise count as a
+		// fast, successful, empty answer.
+		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: "response has no choices: " + snippet(body)}
+		return
+	}
+	for _, ch := range extra.Choices {
+		text += ch.Message.Reasoning
+	}
+	c.countOutput(rec, text, extra.Usage)
 }
 
 // countOutput fills in both counts of each side of the request. Reasoning
@@ -322,7 +403,9 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 	switch {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return &metrics.Error{Class: metrics.ErrReset, Message: err.Error()}
-	case errors.Is(err, errEventTooLarge):
+	case errors.Is(err, errEventTooLarge), strings.Contains(err.Error(), "chunk"):
+		// A malformed chunked encoding is the server's protocol error,
+		// not a network one.
 		return &metrics.Error{Class: metrics.ErrProtocol, Message: err.Error()}
 	case reading && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
 		return &metrics.Error{Class: metrics.ErrTruncated, Message: "the connection closed mid-response: " + err.Error()}

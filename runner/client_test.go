@@ -394,3 +394,125 @@ func TestRequestCarriesExtras(t *testing.T) {
 		t.Errorf("body = %s", body)
 	}
 }
+
+// TestConnectionsReusedAfterDone checks that streamed requests keep their
+// connection: the reader must consume the chunked encoding's final chunk,
+// which real servers send a moment after [DONE], or every request pays a
+// new connection inside its TTFT.
+func TestConnectionsReusedAfterDone(t *testing.T) {
+	url := rawServer(t, func(conn net.Conn, req *http.Request) bool {
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		writeChunk(conn, chatDelta(" a")+sse(usage3)+"data: [DONE]\n\n")
+		time.Sleep(2 * time.Millisecond)
+		fmt.Fprint(conn, "0\r\n\r\n")
+		return true
+	})
+	c := testClient(t, "chat")
+	for i := 0; i < 10; i++ {
+		rec := doOne(t, c, url, true, 5*time.Second)
+		if rec.Error != nil {
+			t.Fatal(rec.Error)
+		}
+		if i > 0 && !rec.ConnReused {
+			t.Errorf("request %d opened a new connection; want the previous one reused", i)
+		}
+	}
+}
+
+func TestEmptyAnswersAreErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		stream bool
+		ctype  string
+		body   string
+	}{
+		{"stream with only [DONE]", true, "text/event-stream", "data: [DONE]\n\n"},
+		{"stream with a role chunk only", true, "text/event-stream", sse(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`) + "data: [DONE]\n\n"},
+		{"empty object", false, "application/json", `{}`},
+		{"null choices", false, "application/json", `{"choices":null,"usage":{"prompt_tokens":1,"completion_tokens":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := scripted(t, 200, tt.ctype, step{0, tt.body})
+			rec := doOne(t, testClient(t, "chat"), srv.URL, tt.stream, 5*time.Second)
+			if rec.Error == nil || rec.Error.Class != metrics.ErrProtocol {
+				t.Errorf("error = %+v; want a protocol error, not a fast empty success", rec.Error)
+			}
+		})
+	}
+}
+
+// TestEarlyUsageIsNotTrusted checks that usage sent before the last text
+// (a running count) does not replace the count of the whole answer.
+func TestEarlyUsageIsNotTrusted(t *testing.T) {
+	srv := scripted(t, 200, "text/event-stream",
+		step{0, sse(`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":0}}`)},
+		step{0, chatDelta(" one") + chatDelta(" two") + chatDelta(" three")},
+		step{0, "data: [DONE]\n\n"})
+	rec := doOne(t, testClient(t, "chat"), srv.URL, true, 5*time.Second)
+	if rec.Error != nil || rec.OutputTokens.Server != nil || rec.OutputTokens.Client != 3 || rec.OutputTokens.Count() != 3 {
+		t.Errorf("error %+v, server %v, client %d; want the client's 3", rec.Error, rec.OutputTokens.Server, rec.OutputTokens.Client)
+	}
+}
+
+// TestRetriesAreCounted: a server that drops a reused connection while
+// working on a request makes Go's transport resend it; the record must
+// say so rather than pass it off as a plain success.
+func TestRetriesAreCounted(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	url := rawServer(t, func(conn net.Conn, req *http.Request) bool {
+		mu.Lock()
+		n++
+		k := n
+		mu.Unlock()
+		if k == 2 {
+			time.Sleep(50 * time.Millisecond)
+			return false // drop the connection without answering
+		}
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		writeChunk(conn, chatDelta(" a")+"data: [DONE]\n\n")
+		fmt.Fprint(conn, "0\r\n\r\n")
+		return true
+	})
+	c := testClient(t, "chat")
+	first := doOne(t, c, url, true, 5*time.Second)
+	second := doOne(t, c, url, true, 5*time.Second)
+	if first.Error != nil || first.Retries != 0 {
+		t.Fatalf("first: %+v retries %d", first.Error, first.Retries)
+	}
+	if second.Error != nil || second.Retries != 1 || second.EndNS < (50*time.Millisecond).Nanoseconds() {
+		t.Errorf("second: error %+v, retries %d, end %v; want a success marked retried, its latency including the dropped attempt",
+			second.Error, second.Retries, time.Duration(second.EndNS))
+	}
+}
+
+func TestCutOffStreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(net.Conn)
+		class string
+	}{
+		{"cut mid-line, clean end", func(conn net.Conn) {
+			writeChunk(conn, chatDelta(" a")+`data: {"choices":[{"delta":{"con`)
+			fmt.Fprint(conn, "0\r\n\r\n")
+		}, metrics.ErrTruncated},
+		{"malformed chunked encoding", func(conn net.Conn) {
+			writeChunk(conn, chatDelta(" a"))
+			fmt.Fprint(conn, "zz\r\nnot a chunk\r\n")
+		}, metrics.ErrProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := rawServer(t, func(conn net.Conn, req *http.Request) bool {
+				fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				tt.write(conn)
+				return false
+			})
+			rec := doOne(t, testClient(t, "chat"), url, true, 5*time.Second)
+			if rec.Error == nil || rec.Error.Class != tt.class || len(rec.Events) != 1 {
+				t.Errorf("error %+v, %d events; want class %s after the one whole event", rec.Error, len(rec.Events), tt.class)
+			}
+		})
+	}
+}

@@ -16,6 +16,13 @@ import (
 // period ends.
 var errGraceOver = errors.New("cancelled at the end of the grace period")
 
+// Reasons a row stops dispatching.
+const (
+	stopRequests = "requests"
+	stopDuration = "duration"
+	stopError    = "error"
+)
+
 // rowRun executes one planned row.
 type rowRun struct {
 	row    *schema.PlannedRow
@@ -24,17 +31,23 @@ type rowRun struct {
 	client *client
 	wl     *workload
 	urls   []string
-	out    chan<- *metrics.Record
+	// record takes each finished request; it writes the record to disk
+	// before returning and is safe for concurrent use.
+	record func(*metrics.Record)
 
-	start time.Time
+	// start is the row's start: record times count from it. loadStart is
+	// when the row's load begins, after any warm-prefix priming: arrival
+	// schedules, warmup_duration and duration count from it.
+	start     time.Time
+	loadStart time.Time
 
 	mu           sync.Mutex
 	seq          int64
 	measured     int
-	measureStart time.Time
+	durTimer     *time.Timer
 	stopped      chan struct{} // closed when dispatching stops
 	stopReason   string
-	cancelRng    *rand.Rand
+	prepareError error
 }
 
 // ticket is one dispatch decision.
@@ -43,9 +56,9 @@ type ticket struct {
 	warmup bool
 }
 
-// take decides whether another request may be dispatched now, and whether
-// it is warmup. It is the single place the row's stopping rules live, so
-// that closed- and open-loop rows stop alike.
+// take decides whether another request may be dispatched at now, and
+// whether it is warmup. It is the single place the row's stopping rules
+// live, so that closed- and open-loop rows stop alike.
 func (rr *rowRun) take(now time.Time) (ticket, bool) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
@@ -54,24 +67,39 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 	}
 	r := rr.row
 	warm := rr.seq < int64(r.Warmup+rr.primeCount()) ||
-		(r.WarmupDuration > 0 && now.Sub(rr.start) < r.WarmupDuration.D())
+		(r.WarmupDuration > 0 && now.Sub(rr.loadStart) < r.WarmupDuration.D())
 	if !warm {
-		if rr.measured == 0 {
-			rr.measureStart = now
-		}
 		if r.Requests > 0 && rr.measured >= r.Requests {
-			rr.stop("requests")
+			rr.stop(stopRequests)
 			return ticket{}, false
 		}
-		if r.Duration > 0 && now.Sub(rr.measureStart) >= r.Duration.D() {
-			rr.stop("duration")
-			return ticket{}, false
+		if r.Duration > 0 && rr.measured == 0 {
+			// The measured window opens with the first measured request;
+			// a timer closes it, so a row stops on time even while every
+			// user is waiting on a slow response.
+			rr.durTimer = time.AfterFunc(r.Duration.D()-time.Since(now), func() {
+				rr.mu.Lock()
+				rr.stop(stopDuration)
+				rr.mu.Unlock()
+			})
 		}
 		rr.measured++
 	}
 	t := ticket{seq: rr.seq, warmup: warm}
 	rr.seq++
 	return t, true
+}
+
+// peek returns the sequence number the next ticket will have, and false
+// when a request-count row has nothing left to send at due, so the
+// dispatcher does not wait out one more arrival gap for nothing.
+func (rr *rowRun) peek(due time.Time) (int64, bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	r := rr.row
+	warm := rr.seq < int64(r.Warmup+rr.primeCount()) ||
+		(r.WarmupDuration > 0 && due.Sub(rr.loadStart) < r.WarmupDuration.D())
+	return rr.seq, warm || r.Requests == 0 || rr.measured < r.Requests
 }
 
 // stop ends dispatching; rr.mu must be held.
@@ -82,29 +110,26 @@ func (rr *rowRun) stop(reason string) {
 	}
 }
 
-func (rr *rowRun) primeCount() int {
-	if rr.wl == nil {
-		return 0
+func (rr *rowRun) reason() string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.stopReason
+}
+
+// fail stops the row because a request could not be prepared.
+func (rr *rowRun) fail(err error) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.prepareError == nil {
+		rr.prepareError = err
 	}
-	return len(rr.wl.prefixes) * boolInt(rr.row.Prefix != nil && rr.row.Prefix.Warm)
+	rr.stop(stopError)
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+func (rr *rowRun) primeCount() int { return rr.row.PrimingRequests() }
 
-// prepared is a request ready to send: its body is built before its
-// scheduled time, so prompt synthesis never delays dispatch.
-type prepared struct {
-	t       ticket
-	call    *call
-	primeOf int // >= 0 for a warm-prefix priming request
-}
-
-// prepare builds the request for a ticket.
+// prepare builds the request for a ticket. Building happens before the
+// request's scheduled time, so prompt synthesis delays no dispatch.
 func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	r := rr.row
 	rec := &metrics.Record{
@@ -118,7 +143,7 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	}
 	var body []byte
 	var err error
-	if p := rr.primeCount(); int(t.seq) < p {
+	if int(t.seq) < rr.primeCount() {
 		// Priming: each warm prefix once, generating a single token.
 		body, err = rr.wl.body(prompt{text: rr.wl.prefixes[t.seq], maxTokens: 1}, r.Streaming)
 		rec.InputTokens.Requested = rr.wl.prefixN
@@ -137,12 +162,11 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	return &call{url: rec.URL, body: body, rec: rec}, nil
 }
 
-// fire sends one request under the in-flight context and hands its record
-// to the collector.
+// fire sends one request under the in-flight context and records it.
 func (rr *rowRun) fire(inflight context.Context, cl *call) {
 	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), errRequestTimeout)
 	defer cancel()
-	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && rr.drawCancel(c.Fraction) {
+	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && rr.wl.cancels(cl.rec.Seq, c.Fraction) {
 		cctx, ccancel := context.WithCancelCause(ctx)
 		defer ccancel(nil)
 		cl.cancelAfter = c.After.D()
@@ -150,136 +174,141 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 		ctx = cctx
 	}
 	rr.client.do(ctx, cl)
-	rr.out <- cl.rec
-}
-
-// drawCancel decides, reproducibly, whether a request is one of the
-// cancelled fraction.
-func (rr *rowRun) drawCancel(fraction float64) bool {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	return rr.cancelRng.Float64() < fraction
+	rr.record(cl.rec)
 }
 
 // run executes the row. It returns when every dispatched request has ended
-// and been handed to the collector; interrupted reports whether ctx ended
-// it early.
+// and been recorded; interrupted reports whether ctx ended it early.
 func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	rr.start = time.Now()
+	rr.loadStart = rr.start
 	rr.stopped = make(chan struct{})
 	rr.client.rowStart = rr.start
-	rr.cancelRng = rand.New(rand.NewPCG(rr.wl.seed, 0xca9ce1))
+	defer func() {
+		rr.mu.Lock()
+		if rr.durTimer != nil {
+			rr.durTimer.Stop()
+		}
+		rr.mu.Unlock()
+	}()
 
 	// Requests in flight outlive the dispatch context: when dispatching
 	// stops they get the grace period, then are cancelled.
 	inflight, cancelInflight := context.WithCancelCause(context.Background())
 	defer cancelInflight(nil)
 
-	var wg sync.WaitGroup
-	var prepErr error
-	var prepOnce sync.Once
-	fail := func(e error) {
-		prepOnce.Do(func() { prepErr = e })
-		rr.mu.Lock()
-		rr.stop("error")
-		rr.mu.Unlock()
-	}
-
 	// Warm prefixes are sent first, one at a time, each waited for, so the
-	// server's prefix cache holds every one before any other request.
+	// server's prefix cache holds every one before the row's load begins.
 	for i := 0; i < rr.primeCount() && ctx.Err() == nil; i++ {
-		t, ok := rr.take(time.Now())
-		if !ok {
-			break
-		}
+		t, _ := rr.take(time.Now())
 		cl, err := rr.prepare(t, time.Since(rr.start))
 		if err != nil {
 			return false, err
 		}
 		rr.fire(inflight, cl)
 	}
+	rr.loadStart = time.Now()
 
+	var wg sync.WaitGroup
 	switch rr.row.Load.Mode {
 	case schema.ModeConcurrency:
-		for w := 0; w < rr.row.Load.Concurrency; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					t, ok := rr.take(time.Now())
-					if !ok {
-						return
-					}
-					cl, err := rr.prepare(t, 0)
-					if err != nil {
-						fail(err)
-						return
-					}
-					// A closed-loop user sends as soon as it is ready:
-					// its schedule is now.
-					cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
-					rr.fire(inflight, cl)
-				}
-			}()
-		}
-		// Workers send synchronously, so they return only once their last
-		// request ends; waiting for them happens below, under the grace
-		// period when dispatching was cut short.
-		select {
-		case <-ctx.Done():
-		case <-rr.stopped:
-		}
+		rr.closedLoop(ctx, inflight, &wg)
 	case schema.ModeRate:
-		rr.openLoop(ctx, inflight, &wg, fail)
+		rr.openLoop(ctx, inflight, &wg)
 	default:
-		return false, fmt.Errorf("row %s: load mode %q is not supported yet", rr.row.ID, rr.row.Load.Mode)
+		return false, fmt.Errorf("load mode %q is not supported", rr.row.Load.Mode)
 	}
 
-	interrupted = ctx.Err() != nil
-	rr.mu.Lock()
-	graceful := interrupted || rr.stopReason == "duration"
-	rr.mu.Unlock()
+	// Dispatching is over. Requests still in flight finish on their own
+	// when the row ran out of requests; after a duration stop or an
+	// interrupt (including one that arrives while they finish) they get
+	// the grace period, then are cancelled.
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	if graceful {
+	grace := func() {
 		select {
 		case <-done:
 		case <-time.After(rr.row.Grace.D()):
 			cancelInflight(errGraceOver)
 			<-done
 		}
-	} else {
-		<-done
 	}
-	return interrupted, prepErr
+	if ctx.Err() != nil || rr.reason() == stopDuration {
+		grace()
+	} else {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			grace()
+		}
+	}
+	rr.mu.Lock()
+	err = rr.prepareError
+	rr.mu.Unlock()
+	return ctx.Err() != nil, err
+}
+
+// closedLoop runs the row's users: each sends its next request as soon as
+// its previous one ends. It returns when dispatching stops (the users still
+// finish their last requests, tracked by wg).
+func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
+	for w := 0; w < rr.row.Load.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t, ok := rr.take(time.Now())
+				if !ok {
+					return
+				}
+				cl, err := rr.prepare(t, 0)
+				if err != nil {
+					rr.fail(err)
+					return
+				}
+				// A closed-loop user sends as soon as it is ready: its
+				// schedule is now.
+				cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
+				rr.fire(inflight, cl)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-rr.stopped:
+	}
 }
 
 // openLoop dispatches requests at their scheduled times, whatever the state
 // of earlier ones. With a concurrency cap, an arrival waits for a free slot
-// and the wait is recorded as queue time; without one, every arrival is
-// sent on time, however many are in flight. It never quietly turns into a
-// closed loop: lateness shows in each record as StartNS - QueueNS -
-// ScheduledNS.
-func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, fail func(error)) {
+// and the wait is recorded as its queue time; without one, every arrival is
+// sent when due, however many are in flight. It never quietly turns into a
+// closed loop: when the dispatcher itself falls behind its schedule, each
+// record shows it as StartNS - QueueNS - ScheduledNS, and the row's summary
+// flags it.
+func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
 	l := rr.row.Load
 	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
 	var slots chan struct{}
 	if l.MaxConcurrency > 0 {
 		slots = make(chan struct{}, l.MaxConcurrency)
 	}
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	<-timer.C
+	offset := rr.loadStart.Sub(rr.start)
 	for {
 		at := arr.next()
-		due := rr.start.Add(at)
-		t, ok := rr.take(due)
-		if !ok {
+		due := rr.loadStart.Add(at)
+		// Build the request before its time comes. The sequence number is
+		// the next one: this goroutine is the only one taking tickets.
+		next, more := rr.peek(due)
+		if !more {
+			rr.take(due) // records why the row stopped
 			return
 		}
-		cl, err := rr.prepare(t, at)
+		cl, err := rr.prepare(ticket{seq: next}, offset+at)
 		if err != nil {
-			fail(err)
+			rr.fail(err)
 			return
 		}
 		if wait := time.Until(due); wait > 0 {
@@ -287,19 +316,26 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, fa
 			select {
 			case <-ctx.Done():
 				return
+			case <-rr.stopped:
+				return
 			case <-timer.C:
 			}
 		}
+		t, ok := rr.take(due)
+		if !ok {
+			return
+		}
+		cl.rec.Warmup = t.warmup
 		if slots != nil {
+			q := time.Now()
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
 				return
+			case <-rr.stopped:
+				return
 			}
-			// Queue time runs from the scheduled arrival: if the dispatcher
-			// reached this request late, it was because earlier arrivals
-			// were waiting for slots, which is queueing too.
-			cl.rec.QueueNS = max(0, time.Since(due).Nanoseconds())
+			cl.rec.QueueNS = time.Since(q).Nanoseconds()
 		}
 		wg.Add(1)
 		go func() {
@@ -310,4 +346,11 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, fa
 			rr.fire(inflight, cl)
 		}()
 	}
+}
+
+// cancels decides, reproducibly, whether request seq is one of the row's
+// cancelled fraction: the draw depends on the row's seed and seq only, not
+// on the order requests finish in.
+func (w *workload) cancels(seq int64, fraction float64) bool {
+	return rand.New(rand.NewPCG(w.seed^0xca9ce1, uint64(seq))).Float64() < fraction
 }

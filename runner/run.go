@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
@@ -54,6 +55,26 @@ type Result struct {
 // the run starts: better no run directory than one full of connect errors.
 var ErrServerUnreachable = errors.New("server unreachable")
 
+// ErrUnsupported is returned, before anything is sent, for a plan with rows
+// this build validates but cannot yet execute.
+var ErrUnsupported = errors.New("this build cannot run every row yet")
+
+// Unsupported lists, one line per row, what in a plan this build accepts
+// but cannot execute. A run refuses such a plan up front rather than stop
+// halfway through it, or worse, send something other than what the row says.
+func Unsupported(plan *schema.Plan) []string {
+	var out []string
+	for _, r := range plan.Rows {
+		switch {
+		case r.Trace != nil:
+			out = append(out, fmt.Sprintf("row %s: trace replay is not implemented yet", r.ID))
+		case r.Dataset != nil:
+			out = append(out, fmt.Sprintf("row %s: prompts from a dataset file are not implemented yet", r.ID))
+		}
+	}
+	return out
+}
+
 // Run executes every row of plan, in order. Cancelling ctx interrupts the
 // run: dispatching stops, requests in flight get the row's grace period,
 // every record is written, and summaries are marked interrupted. The
@@ -61,6 +82,9 @@ var ErrServerUnreachable = errors.New("server unreachable")
 // cannot be written, the server cannot be reached); failed requests are
 // data, recorded in the results.
 func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) {
+	if notes := Unsupported(plan); len(notes) > 0 {
+		return nil, fmt.Errorf("%w:\n  %s", ErrUnsupported, strings.Join(notes, "\n  "))
+	}
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -99,6 +123,12 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	maxConns := 0
 	for _, row := range plan.Rows {
 		maxConns = max(maxConns, row.Load.Concurrency, row.Load.MaxConcurrency)
+		if row.Load.Mode == schema.ModeRate && row.Load.MaxConcurrency == 0 {
+			// An uncapped open-loop row has no bound on requests in flight;
+			// keep enough idle connections that a busy second does not pay
+			// new connections inside TTFT.
+			maxConns = max(maxConns, 4096)
+		}
 	}
 	httpClient := &http.Client{Transport: newTransport(maxConns)}
 	defer httpClient.CloseIdleConnections()
@@ -175,6 +205,11 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 			res.Interrupted = true
 		}
 	}
+	if ctx.Err() != nil {
+		// Also when the interrupt fell between two rows: the rows after
+		// it did not run.
+		res.Interrupted = true
+	}
 	res.Summary.Interrupted = res.Interrupted
 
 	ended := time.Now().UTC()
@@ -224,27 +259,32 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	if err != nil {
 		return fail(err)
 	}
-	agg := metrics.NewAggregator(metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO})
-	records := make(chan *metrics.Record, 1024)
+	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO}
+	if row.Load.Mode == schema.ModeRate {
+		opts.RequestedRate = row.Load.Rate
+	}
+	agg := metrics.NewAggregator(opts)
 	prog := newProgress(row, logf)
-	collected := make(chan error, 1)
-	go func() {
-		var werr error
-		for rec := range records {
-			if werr == nil {
-				werr = w.Write(rec)
-			}
-			agg.Add(rec)
-			prog.add(rec)
-		}
-		collected <- errors.Join(werr, w.Close())
-	}()
 
-	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, out: records}
+	// Each finished request is written and summarised before its goroutine
+	// moves on: a record is on disk the moment its request is over, and
+	// nothing waits in a buffer for a second Ctrl-C to lose. One write of a
+	// few hundred bytes under a lock costs microseconds beside a request.
+	var mu sync.Mutex
+	var werr error
+	record := func(rec *metrics.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr == nil {
+			werr = w.Write(rec)
+		}
+		agg.Add(rec)
+		prog.add(rec)
+	}
+	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, record: record}
 	prog.begin()
 	interrupted, runErr := rr.run(ctx)
-	close(records)
-	werr := <-collected
+	werr = errors.Join(werr, w.Close())
 
 	status := metrics.RowComplete
 	if interrupted {
@@ -323,6 +363,9 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return d, fmt.Errorf("asking %s for its models: %w", base, err)
+		}
 		return d, fmt.Errorf("%w at %s: %v", ErrServerUnreachable, base, err)
 	}
 	defer resp.Body.Close()

@@ -41,7 +41,7 @@ type sseEvent struct {
 // Lines may end in CRLF, LF or CR. Comment lines (":...") and fields other
 // than data and event are skipped. An event is dispatched at a blank line; at
 // end of input a pending event is dispatched too, since some servers omit
-// the final blank line after [DONE].
+// the final blank line after [DONE] (see finish).
 type sseReader struct {
 	r     io.Reader
 	buf   []byte
@@ -75,21 +75,7 @@ func (s *sseReader) next() (sseEvent, error) {
 		line, ok := s.line()
 		if !ok {
 			if s.eof {
-				if s.start < s.end { // a final line without a line ending
-					line = s.buf[s.start:s.end]
-					s.start = s.end
-					if ev, done := s.field(line); done {
-						return ev, nil
-					}
-				}
-				if s.hasData {
-					s.hasData = false
-					return sseEvent{Data: s.data, Type: s.typ, At: s.at}, nil
-				}
-				if s.err != nil {
-					return sseEvent{}, s.err
-				}
-				return sseEvent{}, io.EOF
+				return s.finish()
 			}
 			if err := s.fill(); err != nil {
 				return sseEvent{}, err
@@ -100,6 +86,41 @@ func (s *sseReader) next() (sseEvent, error) {
 			return ev, nil
 		}
 	}
+}
+
+// finish handles the end of input. After a transport error nothing pending
+// is handed over: the event was cut off. After a clean end, a pending event
+// whose lines all arrived is dispatched even without its final blank line,
+// and so is a last line "data: [DONE]" without a line ending, since some
+// servers end that way; any other unterminated last line was cut off
+// mid-way and is dropped, so the stream reads as truncated rather than as
+// a malformed event.
+func (s *sseReader) finish() (sseEvent, error) {
+	if s.err != nil {
+		return sseEvent{}, s.err
+	}
+	if s.start < s.end {
+		line := s.buf[s.start:s.end]
+		s.start = s.end
+		if !s.hasData && isDoneLine(line) {
+			return sseEvent{Data: []byte("[DONE]"), Type: s.typ, At: s.at}, nil
+		}
+		if s.hasData {
+			s.hasData = false
+			s.data = s.data[:0]
+		}
+		return sseEvent{}, io.EOF
+	}
+	if s.hasData {
+		s.hasData = false
+		return sseEvent{Data: s.data, Type: s.typ, At: s.at}, nil
+	}
+	return sseEvent{}, io.EOF
+}
+
+func isDoneLine(line []byte) bool {
+	v, ok := bytes.CutPrefix(line, []byte("data:"))
+	return ok && string(bytes.TrimSpace(v)) == "[DONE]"
 }
 
 // field processes one line; done is set when a blank line dispatches an

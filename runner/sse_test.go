@@ -73,6 +73,8 @@ func TestSSEReader(t *testing.T) {
 		{"field without colon", []string{"data\n\n"}, []gotEvent{{"", ""}}},
 		{"final event without blank line", []string{"data: a\n\ndata: [DONE]\n"}, []gotEvent{{"", "a"}, {"", "[DONE]"}}},
 		{"final line without ending", []string{"data: a\n\ndata: [DONE]"}, []gotEvent{{"", "a"}, {"", "[DONE]"}}},
+		{"cut off mid-line", []string{"data: a\n\ndata: {\"choices\":[{\"del"}, []gotEvent{{"", "a"}}},
+		{"cut off mid-event", []string{"data: a\n\ndata: b\ndata: {\"x"}, []gotEvent{{"", "a"}}},
 		{"blank lines between events", []string{"\n\n\ndata: a\n\n\n\ndata: b\n\n"}, []gotEvent{{"", "a"}, {"", "b"}}},
 		{"several events in one read", []string{"data: 1\n\ndata: 2\n\ndata: 3\n\n"}, []gotEvent{{"", "1"}, {"", "2"}, {"", "3"}}},
 		{"large event", []string{"data: " + strings.Repeat("x", 100000) + "\n\n"}, []gotEvent{{"", strings.Repeat("x", 100000)}}},
@@ -101,9 +103,8 @@ func TestSSEReaderTransportError(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v; want the transport's error", err)
 	}
-	// The half-received event is still handed over (a pending event at end
-	// of input), then the error: the caller records what arrived.
-	if len(got) != 2 || got[0].data != "a" {
+	// The half-received event is not handed over: it was cut off.
+	if len(got) != 1 || got[0].data != "a" {
 		t.Errorf("events = %q", got)
 	}
 }
@@ -176,8 +177,14 @@ func referenceParse(input string) []gotEvent {
 			data, has, typ = nil, false, ""
 			continue
 		}
-		if line.text == "" && !line.ended && last {
-			break
+		if !line.ended && last {
+			// An unterminated last line is kept only when it is a bare
+			// "data: [DONE]" (see finish); otherwise it and any event it
+			// belongs to were cut off.
+			if !has && isDoneLine([]byte(line.text)) {
+				out = append(out, gotEvent{typ, "[DONE]"})
+			}
+			return out
 		}
 		if strings.HasPrefix(line.text, ":") {
 			continue

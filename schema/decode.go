@@ -290,8 +290,11 @@ func mappingPairs(n *yaml.Node) (merged, own [][2]*yaml.Node) {
 			src := resolveAlias(val)
 			var maps []*yaml.Node
 			if src.Kind == yaml.SequenceNode {
-				for _, m := range src.Content {
-					maps = append(maps, resolveAlias(m))
+				// "<<: [*a, *b]": keys of earlier mappings override later
+				// ones (YAML merge-key spec). Later pairs win here, so the
+				// list is walked from the end.
+				for i := len(src.Content) - 1; i >= 0; i-- {
+					maps = append(maps, resolveAlias(src.Content[i]))
 				}
 			} else {
 				maps = append(maps, src)
@@ -449,6 +452,9 @@ func (d *decoder) mapValue(n *yaml.Node, path string, v reflect.Value) {
 	m := reflect.MakeMap(v.Type())
 	elem := v.Type().Elem()
 	merged, own := mappingPairs(n)
+	if !d.uniqueKeys(own, path) {
+		return
+	}
 	for _, kv := range append(merged, own...) {
 		k, val := kv[0], resolveAlias(kv[1])
 		if k.Kind != yaml.ScalarNode {
@@ -483,6 +489,27 @@ func (d *decoder) mapValue(n *yaml.Node, path string, v reflect.Value) {
 	v.Set(m)
 }
 
+// uniqueKeys reports a key written twice in one mapping, which YAML
+// forbids and which would otherwise silently keep the last value.
+func (d *decoder) uniqueKeys(pairs [][2]*yaml.Node, path string) bool {
+	seen := map[string]*yaml.Node{}
+	ok := true
+	for _, kv := range pairs {
+		k := kv[0]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
+		if prev, dup := seen[k.Value]; dup {
+			d.fail(k, joinPath(path, k.Value), fmt.Sprintf("remove one of them; the first is at line %d", prev.Line),
+				"key %q appears twice in this mapping", k.Value)
+			ok = false
+			continue
+		}
+		seen[k.Value] = k
+	}
+	return ok
+}
+
 // freeform decodes free-form data (metadata, body, engine flags) into values
 // encoding/json can write, since these are recorded in JSON artifacts.
 func (d *decoder) freeform(n *yaml.Node, path string) (any, error) {
@@ -491,6 +518,9 @@ func (d *decoder) freeform(n *yaml.Node, path string) (any, error) {
 	case yaml.MappingNode:
 		out := map[string]any{}
 		merged, own := mappingPairs(n)
+		if !d.uniqueKeys(own, path) {
+			return nil, fmt.Errorf("duplicate key")
+		}
 		for _, kv := range append(merged, own...) {
 			k := kv[0]
 			if k.Kind != yaml.ScalarNode {

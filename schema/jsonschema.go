@@ -40,8 +40,8 @@ import (
 // YAML anchors, aliases and merge keys ("<<: *base"), which the decoder
 // supports, need no special handling: editors' YAML language servers validate
 // the document after resolving them, so a schema sees plain mappings. A
-// mapping that exists only to hold an anchor must still sit under a known
-// key, as it must for the decoder.
+// mapping that exists only to hold an anchor goes under a top-level key
+// starting with "x-", which both the decoder and the schema accept.
 
 // JSONSchemaID is the $id of the generated schema: the address the schema is
 // published under and the name validators register it by.
@@ -180,6 +180,10 @@ func (g *schemaGen) structSchema(t reflect.Type) (jsonObject, error) {
 	out := jsonObject{{"type", "object"}, {"properties", props}}
 	if len(required) > 0 {
 		out = append(out, jsonMember{"required", required})
+	}
+	if t == reflect.TypeOf(Experiment{}) {
+		// Top-level "x-" keys hold YAML anchors; the decoder ignores them.
+		out = append(out, jsonMember{"patternProperties", jsonObject{{"^x-", jsonObject{}}}})
 	}
 	return append(out, jsonMember{"additionalProperties", false}), nil
 }

@@ -49,7 +49,7 @@ func Parse(path string, data []byte, opts Options) (*Plan, error) {
 	}
 	d.value(doc.Content[0], "", reflect.ValueOf(exp).Elem(), nil)
 
-	r := &resolver{d: d, exp: exp, dir: filepath.Dir(path)}
+	r := &resolver{d: d, exp: exp, dir: filepath.Dir(path), lines: strings.Split(string(data), "\n")}
 	plan := r.resolve(opts)
 	if len(d.problems) > 0 {
 		return nil, d.problems.sorted()

@@ -121,13 +121,22 @@ func (p *Plan) Row(id string) *PlannedRow {
 	return nil
 }
 
-// TotalRequests is the number of requests the row will send, warmup
-// included, or 0 when only a duration or trace bounds it.
+// TotalRequests is the number of requests the row will send, warmup and
+// prefix priming included, or 0 when only a duration or trace bounds it.
 func (r *PlannedRow) TotalRequests() int {
 	if r.Requests == 0 {
 		return 0
 	}
-	return r.Requests + r.Warmup
+	return r.Requests + r.Warmup + r.PrimingRequests()
+}
+
+// PrimingRequests is the number of requests that fill the server's prefix
+// cache before a warm-prefix row: one per distinct prefix.
+func (r *PlannedRow) PrimingRequests() int {
+	if r.Prefix == nil || !r.Prefix.Warm {
+		return 0
+	}
+	return r.Prefix.Distinct
 }
 
 func hashOf(b []byte) string {

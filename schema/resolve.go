@@ -49,14 +49,27 @@ var reservedBody = map[string]string{
 	"stream_options":        "infermatrix always asks for usage in streams",
 	"max_tokens":            "set output_tokens",
 	"max_completion_tokens": "set output_tokens",
+	// These change what one request measures: several answers per request
+	// would divide TPOT by all their tokens, and an echoed prompt would
+	// fire TTFT on text the model did not generate.
+	"n":       "infermatrix measures one answer per request",
+	"best_of": "infermatrix measures one answer per request",
+	"echo":    "an echoed prompt would count as generated text",
+}
+
+// secretHeaders are header names that carry credentials. Headers are
+// recorded in the manifest and records; keys must come from api_key_env.
+var secretHeaders = map[string]bool{
+	"authorization": true, "proxy-authorization": true, "api-key": true, "x-api-key": true, "cookie": true,
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 type resolver struct {
-	d   *decoder
-	exp *Experiment
-	dir string
+	d     *decoder
+	exp   *Experiment
+	dir   string
+	lines []string // the file's lines, for columns inside expressions
 }
 
 // problem records a validation problem at path, unless the value there
@@ -102,6 +115,9 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.Percentiles, plan.Formats = r.report()
 	r.predict()
 	plan.Rows = r.rows()
+	if plan.Server.Builtin {
+		r.checkContext(plan.Rows, plan.Server.Sim.MaxModelLen)
+	}
 	plan.Acceptance = r.acceptance(plan.Rows)
 	plan.Hypotheses = r.hypotheses(plan.Rows)
 	if len(opts.Rows) > 0 {
@@ -151,6 +167,8 @@ func (r *resolver) server(target string) ServerPlan {
 			r.problem(path, "write it as http://host:port/v1", "URL %q has no host", u)
 		case pu.User != nil:
 			r.problem(path, "put credentials in the environment variable named by api_key_env", "URL %q embeds credentials, which would be recorded in the run", u)
+		case pu.RawQuery != "" || pu.Fragment != "":
+			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env", "URL %q has a query or fragment, which would be recorded in the run", u)
 		default:
 			p.URLs = append(p.URLs, strings.TrimRight(u, "/"))
 		}
@@ -159,10 +177,10 @@ func (r *resolver) server(target string) ServerPlan {
 		r.problem("server.api_key_env", "name the variable, e.g. OPENAI_API_KEY, not the key itself",
 			"%q is not an environment variable name", s.APIKeyEnv)
 	}
-	for k := range s.Headers {
-		if strings.EqualFold(k, "Authorization") {
+	for _, k := range sortedKeys(s.Headers) {
+		if secretHeaders[strings.ToLower(k)] {
 			r.problem("server.headers."+k, "set api_key_env instead: headers are recorded in the run, keys must not be",
-				"Authorization header in the experiment file")
+				"%s header in the experiment file", k)
 		}
 	}
 	if p.Sim.Model == "" {
@@ -350,6 +368,37 @@ func (r *resolver) rows() []PlannedRow {
 	return out
 }
 
+// checkContext rejects rows whose typical request would not fit the built-in
+// server's context: every such request would fail with a 400.
+func (r *resolver) checkContext(rows []PlannedRow, maxLen int) {
+	seen := map[string]bool{}
+	for _, row := range rows {
+		in, out := row.Input.typical(), row.Output.typical()
+		if in+out <= maxLen || seen[row.Base] {
+			continue
+		}
+		seen[row.Base] = true
+		r.problem("server.sim.max_model_len", fmt.Sprintf("raise server.sim.max_model_len above %d, or shorten the row", in+out),
+			"row %s asks for %d input + %d output tokens, more than the built-in server's context of %d", row.ID, in, out, maxLen)
+	}
+}
+
+// typical is the largest length a distribution usually draws: its max, or
+// its largest listed value, or its mean plus two standard deviations.
+func (l Length) typical() int {
+	switch {
+	case len(l.Values) > 0:
+		hi := 0
+		for _, v := range l.Values {
+			hi = max(hi, v)
+		}
+		return hi
+	case l.Max > 0:
+		return l.Max
+	}
+	return l.Mean + int(2*l.Stddev)
+}
+
 // checkDefaults rejects keys that make no sense as defaults.
 func (r *resolver) checkDefaults() {
 	if r.exp.Defaults.Trace != nil {
@@ -470,12 +519,34 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged) []PlannedRow {
 			case "input_tokens":
 				pr.Input.Mean = int(sp.value)
 				pr.Input.Values = nil
+				if pr.Prefix != nil && int(sp.value) <= pr.Prefix.Length {
+					r.problem(swPath+".input_tokens", "the prefix is part of the prompt, so every swept length must exceed it",
+						"swept input length %d is not above the prefix length %d", int(sp.value), pr.Prefix.Length)
+				}
 			case "output_tokens":
 				pr.Output.Mean = int(sp.value)
 				pr.Output.Values = nil
 			}
 		}
 		pr.ID = row.ID + "/" + strings.Join(parts, ",")
+		// A swept mean must fit the row's own bounds, or the row named
+		// in=1024 would quietly send what max allows.
+		for _, l := range []struct {
+			key string
+			l   Length
+		}{{"input_tokens", pr.Input}, {"output_tokens", pr.Output}} {
+			if l.key == "input_tokens" && pr.Prefix != nil && l.l.Mean <= pr.Prefix.Length {
+				continue // reported above, against the prefix
+			}
+			if _, swept := pr.SweepPoint[l.key]; swept && (l.l.Mean < l.l.Min || (l.l.Max > 0 && l.l.Mean > l.l.Max)) {
+				hi := "no max"
+				if l.l.Max > 0 {
+					hi = fmt.Sprintf("max %d", l.l.Max)
+				}
+				r.problem(swPath+"."+l.key, fmt.Sprintf("widen the row's %s min/max, or drop the value", l.key),
+					"swept %s %d is outside the row's range [min %d, %s]", l.key, l.l.Mean, l.l.Min, hi)
+			}
+		}
 		out = append(out, pr)
 	}
 	return out
@@ -586,8 +657,9 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	}
 	if m.Tokenizer != nil && *m.Tokenizer != "" && *m.Tokenizer != "builtin" {
 		t := *m.Tokenizer
-		if !strings.HasSuffix(t, ".json") {
-			r.problem(m.at("tokenizer"), "write builtin, or the path of a Hugging Face tokenizer.json", "unknown tokenizer %q", t)
+		if !strings.HasSuffix(t, ".json") && !strings.ContainsAny(t, `/\`) {
+			r.problem(m.at("tokenizer"), "write builtin, the path of a Hugging Face tokenizer.json, or a directory holding one",
+				"unknown tokenizer %q", t)
 		} else {
 			p.Tokenizer = r.statFile(m.at("tokenizer"), t)
 		}
@@ -691,10 +763,10 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 			r.problem(m.at("body")+"."+k, why, "body.%s is set by infermatrix", k)
 		}
 	}
-	for k := range m.Headers {
-		if strings.EqualFold(k, "Authorization") {
+	for _, k := range sortedKeys(m.Headers) {
+		if secretHeaders[strings.ToLower(k)] {
 			r.problem(m.at("headers")+"."+k, "set server.api_key_env instead: headers are recorded in the run, keys must not be",
-				"Authorization header in the experiment file")
+				"%s header in the experiment file", k)
 		}
 	}
 	return p
@@ -810,7 +882,7 @@ func (r *resolver) hypotheses(rows []PlannedRow) []HypothesisRule {
 func (r *resolver) exprProblems(path, src string, probs []metrics.ExprProblem) {
 	for _, p := range probs {
 		pos := r.posOf(path)
-		if n := r.d.nodes[path]; n != nil && !strings.Contains(src, "\n") {
+		if n := r.d.nodes[path]; n != nil && r.onOneLine(n, src) {
 			switch n.Style {
 			case 0:
 				pos = Pos{n.Line, n.Column + p.From}
@@ -823,6 +895,22 @@ func (r *resolver) exprProblems(path, src string, probs []metrics.ExprProblem) {
 		}
 		r.d.problems = append(r.d.problems, Problem{File: r.d.file, Pos: pos, Path: path, Message: p.Message, Hint: p.Hint})
 	}
+}
+
+// onOneLine reports whether an expression is written whole on its node's
+// line, so a column within it is a column in the file. A plain scalar may
+// continue on the next lines, folded into one line of text.
+func (r *resolver) onOneLine(n *yaml.Node, src string) bool {
+	if n.Line < 1 || n.Line > len(r.lines) || strings.Contains(src, "\n") {
+		return false
+	}
+	line := []rune(r.lines[n.Line-1])
+	col := n.Column - 1
+	if n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
+		col++
+	}
+	want := []rune(src)
+	return col >= 0 && col+len(want) <= len(line) && string(line[col:col+len(want)]) == src
 }
 
 // rowsMatching returns the expanded ids an id names: itself, or every

@@ -178,12 +178,29 @@ rows:
 func TestYAMLMergeKeys(t *testing.T) {
 	p := mustParse(t, `defaults: {requests: 1, output_tokens: 8}
 x-chat: &chat {input_tokens: 64, concurrency: 2}
+x-big: &big {input_tokens: 4096, concurrency: 16}
 rows:
   - {<<: *chat, id: a}
   - {<<: *chat, id: b, concurrency: 8}
+  - {<<: [*chat, *big], id: c}
 `, Options{})
 	if p.Rows[0].Load.Concurrency != 2 || p.Rows[1].Load.Concurrency != 8 || p.Rows[1].Input.Mean != 64 {
 		t.Errorf("rows = %+v", p.Rows)
+	}
+	// In a merge list, earlier mappings win (the YAML merge-key spec).
+	if c := p.Rows[2]; c.Input.Mean != 64 || c.Load.Concurrency != 2 {
+		t.Errorf("<<: [*chat, *big] gave input %d, concurrency %d; want chat's 64 and 2", c.Input.Mean, c.Load.Concurrency)
+	}
+}
+
+func TestTokenizerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Parse(dir+"/x.yaml", []byte(header+`rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8, tokenizer: ./}]`), Options{})
+	if err != nil {
+		t.Fatalf("a tokenizer directory: %v", err)
+	}
+	if p.Rows[0].Tokenizer != dir {
+		t.Errorf("tokenizer = %q; want %q, resolved against the experiment's directory", p.Rows[0].Tokenizer, dir)
 	}
 }
 

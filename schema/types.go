@@ -129,14 +129,14 @@ type Row struct {
 // Maps (body, headers) merge key by key; a null (or, for headers, empty)
 // value removes a key set in defaults.
 type Settings struct {
-	Requests       *int      `yaml:"requests" json:"requests,omitempty" doc:"Stop after this many measured requests (warmup not included)." minimum:"1" group:"stop"`
+	Requests       *int      `yaml:"requests" json:"requests,omitempty" doc:"Stop after this many measured requests (warmup not included)." minimum:"1" maximum:"1000000000" group:"stop"`
 	Duration       *Duration `yaml:"duration" json:"duration,omitempty" doc:"Stop dispatching after this long (measured window, warmup not included)." group:"stop"`
-	Warmup         *int      `yaml:"warmup" json:"warmup,omitempty" doc:"Requests sent first, under the same load, and left out of every statistic." minimum:"0" default:"0"`
+	Warmup         *int      `yaml:"warmup" json:"warmup,omitempty" doc:"Requests sent first, under the same load, and left out of every statistic." minimum:"0" maximum:"1000000000" default:"0"`
 	WarmupDuration *Duration `yaml:"warmup_duration" json:"warmup_duration,omitempty" doc:"Alternatively, everything dispatched in this first stretch is warmup."`
-	Grace          *Duration `yaml:"grace" json:"grace,omitempty" doc:"How long requests still in flight may finish after dispatching stops; then they are cancelled." default:"30s"`
+	Grace          *Duration `yaml:"grace" json:"grace,omitempty" doc:"When a row stops on duration or is interrupted, how long requests still in flight may finish before they are cancelled. A row that stops on requests waits for every request (each bounded by timeout)." default:"30s"`
 	Timeout        *Duration `yaml:"timeout" json:"timeout,omitempty" doc:"Per-request time limit; a request over it is recorded as a timeout error." default:"5m"`
 
-	Concurrency *int   `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed loop: this many simulated users, each sending its next request when the previous one ends." minimum:"1" group:"load"`
+	Concurrency *int   `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed loop: this many simulated users, each sending its next request when the previous one ends." minimum:"1" maximum:"100000" group:"load"`
 	Rate        *Rate  `yaml:"rate" json:"rate,omitempty" doc:"Open loop: requests arrive at this rate whether or not earlier ones finished." group:"load"`
 	Trace       *Trace `yaml:"trace" json:"trace,omitempty" doc:"Replay a trace file: its timestamps set when each request is sent, and its lengths what is sent." group:"load,source"`
 
@@ -146,17 +146,17 @@ type Settings struct {
 	Dataset      *Dataset `yaml:"dataset" json:"dataset,omitempty" doc:"Take prompts from a file instead of synthesizing them." group:"source"`
 
 	Streaming *bool             `yaml:"streaming" json:"streaming,omitempty" doc:"Stream the response (needed for TTFT, ITL and TPOT)." default:"true"`
-	Tokenizer *string           `yaml:"tokenizer" json:"tokenizer,omitempty" doc:"Tokenizer used to build prompts and count tokens: builtin (o200k) or the path of a Hugging Face tokenizer.json." default:"builtin"`
+	Tokenizer *string           `yaml:"tokenizer" json:"tokenizer,omitempty" doc:"Tokenizer used to build prompts and count tokens: builtin (o200k), or the path of a Hugging Face tokenizer.json or of its directory." default:"builtin"`
 	Body      map[string]any    `yaml:"body" json:"body,omitempty" doc:"Extra JSON fields merged into every request body, e.g. {ignore_eos: true, temperature: 0}."`
 	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers merged into every request."`
 	Cancel    *Cancel           `yaml:"cancel" json:"cancel,omitempty" doc:"Cancel a fraction of requests after a delay, as impatient users do."`
-	Seed      *int64            `yaml:"seed" json:"seed,omitempty" doc:"Seed for prompt synthesis and arrival times; the same seed sends the same requests." default:"1"`
+	Seed      *int64            `yaml:"seed" json:"seed,omitempty" doc:"Seed of lengths, arrival times and cancellations, which repeat exactly from run to run. Prompt text is drawn afresh each run, so no server cache can hold it from an earlier run." default:"1"`
 }
 
 // Length is a token-length distribution. Written as a bare number it is a
 // fixed length.
 type Length struct {
-	Mean   int     `yaml:"mean" json:"mean,omitempty" doc:"Mean length in tokens." minimum:"1"`
+	Mean   int     `yaml:"mean" json:"mean,omitempty" doc:"Mean length in tokens." minimum:"1" maximum:"10000000"`
 	Stddev float64 `yaml:"stddev" json:"stddev,omitempty" doc:"Standard deviation; lengths follow a normal distribution clipped to [min, max]." minimum:"0"`
 	Min    int     `yaml:"min" json:"min,omitempty" doc:"Smallest length drawn." minimum:"1"`
 	Max    int     `yaml:"max" json:"max,omitempty" doc:"Largest length drawn." minimum:"1"`
@@ -165,10 +165,10 @@ type Length struct {
 
 // Rate is an open-loop arrival process.
 type Rate struct {
-	PerSecond      float64 `yaml:"per_second" json:"per_second,omitempty" doc:"Mean arrivals per second. Required unless the row sweeps rate." exclusiveMinimum:"0"`
+	PerSecond      float64 `yaml:"per_second" json:"per_second,omitempty" doc:"Mean arrivals per second. Required unless the row sweeps rate." minimum:"0.0001" maximum:"1000000"`
 	Arrival        string  `yaml:"arrival" json:"arrival,omitempty" doc:"Inter-arrival distribution: constant, poisson, or gamma (with burstiness)." enum:"constant,poisson,gamma" default:"poisson"`
 	Burstiness     float64 `yaml:"burstiness" json:"burstiness,omitempty" doc:"Gamma shape: 1 is Poisson, below 1 burstier, above 1 smoother. Only with arrival: gamma." exclusiveMinimum:"0"`
-	MaxConcurrency int     `yaml:"max_concurrency" json:"max_concurrency,omitempty" doc:"Cap on requests in flight; arrivals beyond it wait, and the wait is reported as queue time." minimum:"1"`
+	MaxConcurrency int     `yaml:"max_concurrency" json:"max_concurrency,omitempty" doc:"Cap on requests in flight; arrivals beyond it wait, and the wait is reported as queue time." minimum:"1" maximum:"100000"`
 }
 
 // Trace replays a recorded request log.
@@ -190,7 +190,7 @@ type Dataset struct {
 // Prefix describes a shared prompt prefix.
 type Prefix struct {
 	Length   int  `yaml:"length" json:"length,omitempty" doc:"Tokens of shared prefix at the start of each prompt (counted within input_tokens)." minimum:"1" required:"true"`
-	Distinct int  `yaml:"distinct" json:"distinct,omitempty" doc:"How many different prefixes requests draw from." minimum:"1" default:"1"`
+	Distinct int  `yaml:"distinct" json:"distinct,omitempty" doc:"How many different prefixes requests draw from." minimum:"1" maximum:"100000" default:"1"`
 	Warm     bool `yaml:"warm" json:"warm,omitempty" doc:"Send each prefix once before measuring, so the server's prefix cache holds it."`
 }
 
@@ -203,10 +203,10 @@ type Cancel struct {
 // Sweep lists values to sweep. Several keys make a grid: every combination
 // becomes a row.
 type Sweep struct {
-	Concurrency  []int     `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed-loop concurrencies; each value becomes a row id suffix c=N." minimum:"1"`
-	Rate         []float64 `yaml:"rate" json:"rate,omitempty" doc:"Arrival rates per second (the row's rate settings apply); suffix r=N." exclusiveMinimum:"0"`
-	InputTokens  []int     `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Mean input lengths; suffix in=N." minimum:"1"`
-	OutputTokens []int     `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Mean output lengths; suffix out=N." minimum:"1"`
+	Concurrency  []int     `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed-loop concurrencies; each value becomes a row id suffix c=N." minimum:"1" maximum:"100000"`
+	Rate         []float64 `yaml:"rate" json:"rate,omitempty" doc:"Arrival rates per second (the row's rate settings apply); suffix r=N." minimum:"0.0001" maximum:"1000000"`
+	InputTokens  []int     `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Mean input lengths; suffix in=N." minimum:"1" maximum:"10000000"`
+	OutputTokens []int     `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Mean output lengths; suffix out=N." minimum:"1" maximum:"10000000"`
 }
 
 // Acceptance is a pass/fail rule for rows.

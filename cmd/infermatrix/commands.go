@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/reports"
@@ -97,6 +98,9 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			}
 			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr})
 			if res == nil {
+				if ctx.Err() != nil {
+					return withCode(exitInterrupted, fmt.Errorf("interrupted before the run started: %w", runErr))
+				}
 				return withCode(exitRuntime, runErr)
 			}
 			written, err := reports.Write(res.Dir, &reports.Input{Plan: plan, Manifest: res.Manifest, Summary: res.Summary})
@@ -114,13 +118,21 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			case res.Interrupted:
 				return withCode(exitInterrupted, errors.New("interrupted; the decision record covers what was measured"))
 			}
-			d := judgeLine(written)
-			if !d.passed {
-				fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", d.text)
+			d := written.Decision
+			switch d.Verdict {
+			case reports.Pass:
+				fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
+				return nil
+			case reports.NoRules:
+				fmt.Fprintln(stdout, "verdict: none (the experiment has no acceptance rules)")
+				return nil
+			case reports.Fail:
+				fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
 				return withCode(exitAcceptance, errors.New(""))
+			default:
+				fmt.Fprintf(stdout, "verdict: %s\n", strings.ToUpper(d.Verdict))
+				return withCode(exitRuntime, errors.New("rows with acceptance rules have no verdict"))
 			}
-			fmt.Fprintf(stdout, "verdict: PASS (%s)\n", d.text)
-			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
@@ -129,13 +141,8 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 	return cmd
 }
 
-type verdictLine struct {
-	passed bool
-	text   string
-}
-
-func judgeLine(w *reports.Written) verdictLine {
-	d := w.Decision
+// judgedText says how many judged rows passed.
+func judgedText(d *reports.Decision) string {
 	var pass, fail int
 	for _, rv := range d.Rows {
 		switch rv.Verdict {
@@ -145,12 +152,10 @@ func judgeLine(w *reports.Written) verdictLine {
 			fail++
 		}
 	}
-	text := fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail)
-	return verdictLine{passed: d.Passed(), text: text}
+	return fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail)
 }
 
 func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
-	var target string
 	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check experiment files without running them",
@@ -163,7 +168,7 @@ with a hint where one helps, and exits 4 if any file is invalid.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, f := range args {
-				plan, err := schema.Load(f, schema.Options{Target: target})
+				plan, err := schema.Load(f, schema.Options{})
 				if err != nil {
 					bad++
 					var ps schema.Problems
@@ -175,6 +180,9 @@ with a hint where one helps, and exits 4 if any file is invalid.`,
 					continue
 				}
 				fmt.Fprintf(stdout, "%s: ok (%d rows)\n", f, len(plan.Rows))
+				for _, n := range runner.Unsupported(plan) {
+					fmt.Fprintf(stdout, "  note: %s; run will refuse this file\n", n)
+				}
 			}
 			if bad > 0 {
 				return withCode(exitInvalid, fmt.Errorf("%d of %d file%s invalid", bad, len(args), plural(len(args))))
@@ -201,6 +209,9 @@ func newPlanCmd(stdout io.Writer) *cobra.Command {
 			if err := reports.WritePlan(stdout, plan); err != nil {
 				return withCode(exitRuntime, err)
 			}
+			for _, n := range runner.Unsupported(plan) {
+				fmt.Fprintf(stdout, "note: %s; run will refuse this file\n", n)
+			}
 			return nil
 		},
 	}
@@ -223,8 +234,11 @@ other tools against it. It binds to loopback unless --listen-any is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ln, err := sim.Listen(addr, listenAny)
+			if errors.Is(err, sim.ErrNotLoopback) {
+				return withCode(exitUsage, fmt.Errorf("refusing to listen on %s: %w; add --listen-any to serve other hosts (the server has no authentication)", addr, sim.ErrNotLoopback))
+			}
 			if err != nil {
-				return withCode(exitUsage, err)
+				return withCode(exitRuntime, err)
 			}
 			inst, err := sim.StartOn(ln, cfg)
 			if err != nil {

@@ -56,7 +56,7 @@ func interruptContext() (context.Context, context.CancelFunc) {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		fmt.Fprintln(os.Stderr, "\ninterrupted: stopping dispatch, letting requests in flight finish (Ctrl-C again to exit now)")
+		fmt.Fprintln(os.Stderr, "\ninterrupted: finishing up; requests in flight get their grace period (Ctrl-C again to exit now)")
 		cancel()
 		<-sigs
 		fmt.Fprintln(os.Stderr, "exiting now; records written so far are on disk")

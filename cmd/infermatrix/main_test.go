@@ -51,6 +51,8 @@ func TestExitCodes(t *testing.T) {
 			[]string{"server unreachable"}},
 		{"unknown --rows", []string{"plan", "testdata/grid.yaml", "--rows", "gird"}, exitInvalid,
 			[]string{`no row "gird"`, "did you mean `grid`?"}},
+		{"sim off loopback", []string{"sim", "--addr", "0.0.0.0:0"}, exitUsage,
+			[]string{"not a loopback address", "--listen-any"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
