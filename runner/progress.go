@@ -86,4 +86,7 @@ func (p *progress) end(s *metrics.RowSummary) {
 		line += " (interrupted)"
 	}
 	p.logf("%s", line)
+	for _, n := range s.SelfCheck.Notes {
+		p.logf("  %s: warning: %s", s.ID, n)
+	}
 }

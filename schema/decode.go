@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -406,26 +407,41 @@ var (
 func keyHomes() map[string][]string {
 	homesOnce.Do(func() {
 		homes = map[string][]string{}
-		seen := map[reflect.Type]bool{}
-		var walk func(t reflect.Type, name string)
-		walk = func(t reflect.Type, name string) {
-			for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-				t = t.Elem()
+		eachKey(func(_, parent string, f fieldInfo) {
+			if parent != "" && !slices.Contains(homes[f.name], parent) {
+				homes[f.name] = append(homes[f.name], parent)
 			}
-			if t.Kind() != reflect.Struct || t == durationType || seen[t] {
-				return
-			}
-			seen[t] = true
-			for _, f := range fieldsOf(t) {
-				if name != "" {
-					homes[f.name] = append(homes[f.name], name)
-				}
-				walk(f.field.Type, f.name)
-			}
-		}
-		walk(reflect.TypeOf(Experiment{}), "")
+		})
 	})
 	return homes
+}
+
+// eachKey calls visit for every key of the format at every place it can
+// appear, walking from Experiment through pointers, slices ("rows[]") and
+// inline fields as the decoder does. path is the key's path, such as
+// "rows[].rate.per_second"; parent is the name of the mapping holding it.
+func eachKey(visit func(path, parent string, f fieldInfo)) {
+	stack := map[reflect.Type]bool{}
+	var walk func(t reflect.Type, path, parent string)
+	walk = func(t reflect.Type, path, parent string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			if t.Kind() == reflect.Slice {
+				path += "[]"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == durationType || stack[t] {
+			return
+		}
+		stack[t] = true
+		defer delete(stack, t)
+		for _, f := range fieldsOf(t) {
+			p := joinPath(path, f.name)
+			visit(p, parent, f)
+			walk(f.field.Type, p, f.name)
+		}
+	}
+	walk(reflect.TypeOf(Experiment{}), "", "")
 }
 
 func (d *decoder) slice(n *yaml.Node, path string, v reflect.Value, field *reflect.StructField) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -39,26 +38,9 @@ func mentions(doc, word string) bool {
 // "rows[].rate.per_second".
 func formatKeys() map[string][]string {
 	keys := map[string][]string{}
-	var walk func(t reflect.Type, path string, stack map[reflect.Type]bool)
-	walk = func(t reflect.Type, path string, stack map[reflect.Type]bool) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-			if t.Kind() == reflect.Slice {
-				path += "[]"
-			}
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || t == durationType || stack[t] {
-			return
-		}
-		stack[t] = true
-		defer delete(stack, t)
-		for _, f := range fieldsOf(t) {
-			p := joinPath(path, f.name)
-			keys[f.name] = append(keys[f.name], p)
-			walk(f.field.Type, p, stack)
-		}
-	}
-	walk(reflect.TypeOf(Experiment{}), "", map[reflect.Type]bool{})
+	eachKey(func(path, _ string, f fieldInfo) {
+		keys[f.name] = append(keys[f.name], path)
+	})
 	return keys
 }
 
@@ -90,27 +72,13 @@ func TestDocsMentionEveryAllowedWord(t *testing.T) {
 	for _, f := range Formats {
 		words[f] = append(words[f], "report.formats")
 	}
-	var walk func(t reflect.Type, path string)
-	seen := map[reflect.Type]bool{}
-	walk = func(t reflect.Type, path string) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || t == durationType || seen[t] {
-			return
-		}
-		seen[t] = true
-		for _, f := range fieldsOf(t) {
-			p := joinPath(path, f.name)
-			if enum := f.field.Tag.Get("enum"); enum != "" {
-				for _, w := range strings.Split(enum, ",") {
-					words[w] = append(words[w], p)
-				}
+	eachKey(func(path, _ string, f fieldInfo) {
+		if enum := f.field.Tag.Get("enum"); enum != "" {
+			for _, w := range strings.Split(enum, ",") {
+				words[w] = append(words[w], path)
 			}
-			walk(f.field.Type, p)
 		}
-	}
-	walk(reflect.TypeOf(Experiment{}), "")
+	})
 	var missing []string
 	for w, paths := range words {
 		if !mentions(doc, w) {

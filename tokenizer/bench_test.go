@@ -10,7 +10,9 @@ import (
 // Chinese and Japanese text (both in testdata/, written for this package).
 // Most count the same text repeatedly, so the BPE word cache is warm, as it
 // is in a long benchmark run; the Cold ones empty the cache before each
-// count, the worst case (every word merged from bytes).
+// count, the worst case (every word merged from bytes). The Builtin ones are
+// o200k_base, the default tokenizer that both the load generator and the
+// built-in server count every prompt with.
 //
 //	go test -run '^$' -bench . ./tokenizer/
 
@@ -37,19 +39,35 @@ func benchCount(b *testing.B, tk Tokenizer, text string) {
 
 func benchCountCold(b *testing.B, tk Tokenizer, text string) {
 	b.Helper()
-	h, ok := tk.(*hfTokenizer)
-	if !ok {
+	var m *bpe
+	switch t := tk.(type) {
+	case *hfTokenizer:
+		m = t.model
+	case *builtin:
+		m = t.model
+	default:
 		b.Skip("no cache to empty")
 	}
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		h.model.cache = wordCache{}
-		h.model.cache.init()
+		m.cache = wordCache{}
+		m.cache.init()
 		b.StartTimer()
-		h.Count(text)
+		tk.Count(text)
 	}
+}
+
+func benchCountParallel(b *testing.B, tk Tokenizer, text string) {
+	b.Helper()
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tk.Count(text)
+		}
+	})
 }
 
 func builtinForBench(b *testing.B) Tokenizer {
@@ -78,6 +96,29 @@ func BenchmarkCountBuiltinCJK(b *testing.B) {
 	benchCount(b, builtinForBench(b), benchText(b, "cjk.txt"))
 }
 
+func BenchmarkCountBuiltinEnglishCold(b *testing.B) {
+	benchCountCold(b, builtinForBench(b), benchText(b, "english.txt"))
+}
+
+func BenchmarkCountBuiltinCJKCold(b *testing.B) {
+	benchCountCold(b, builtinForBench(b), benchText(b, "cjk.txt"))
+}
+
+func BenchmarkCountBuiltinEnglishParallel(b *testing.B) {
+	benchCountParallel(b, builtinForBench(b), benchText(b, "english.txt"))
+}
+
+// BenchmarkLoadBuiltin is the one-time cost of the first New(Builtin):
+// parsing the embedded ranks and building the merge table.
+func BenchmarkLoadBuiltin(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := newBuiltin(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkCountQwen3English(b *testing.B) {
 	benchCount(b, qwen3ForBench(b), benchText(b, "english.txt"))
 }
@@ -95,15 +136,7 @@ func BenchmarkCountQwen3CJKCold(b *testing.B) {
 }
 
 func BenchmarkCountQwen3EnglishParallel(b *testing.B) {
-	tk := qwen3ForBench(b)
-	text := benchText(b, "english.txt")
-	b.SetBytes(int64(len(text)))
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tk.Count(text)
-		}
-	})
+	benchCountParallel(b, qwen3ForBench(b), benchText(b, "english.txt"))
 }
 
 func BenchmarkLoadQwen3(b *testing.B) {

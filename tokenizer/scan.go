@@ -7,13 +7,14 @@ import (
 	"unicode/utf8"
 )
 
-// Nearly every byte-level tokenizer in use splits text with one of two
-// regexes: GPT-2's, or the one Llama 3 introduced and Qwen 2 and 3 reuse
-// (differing only in how many digits make a number). Run through regexp2
-// they cost most of the encoding time (a backtracking engine allocates and
-// tries every alternative at each position), so this file implements those
-// two patterns by hand: one pass over the string, no allocation. Any other
-// pattern goes to regexp2. scan_test.go checks that both agree on random text.
+// Nearly every byte-level tokenizer in use splits text with one of three
+// regexes: GPT-2's, the one Llama 3 introduced and Qwen 2 and 3 reuse
+// (differing only in how many digits make a number), or OpenAI's o200k_base
+// (the builtin tokenizer). Run through regexp2 they cost most of the encoding
+// time (a backtracking engine allocates and tries every alternative at each
+// position), so this file implements those patterns by hand: one pass over
+// the string, no allocation. Any other pattern goes to regexp2. scan_test.go
+// checks that both agree on random text.
 
 // The two pattern families, as they appear in tokenizer.json. A Llama 3 style
 // pattern has a number part of \p{N} (Qwen), \p{N}+ or \p{N}{1,k} (Llama 3:
@@ -26,8 +27,11 @@ const (
 // knownScanner returns a hand-written matcher equivalent to pattern, or nil
 // if pattern is not one of the known ones.
 func knownScanner(pattern string) matcher {
-	if pattern == gpt2Pattern {
+	switch pattern {
+	case gpt2Pattern:
 		return gpt2Scanner{}
+	case o200kPattern:
+		return o200kScanner{}
 	}
 	num, ok := strings.CutPrefix(pattern, llama3Prefix)
 	if !ok {
@@ -255,4 +259,238 @@ func (l llama3Scanner) next(s string, i int) int {
 		return nlEnd
 	}
 	return trailingSpace(s, i, end, last)
+}
+
+// o200kPattern is the pre-tokenizer regex of OpenAI's o200k_base, as
+// tiktoken (and tiktoken-go's o200k_base) writes it: the alternatives joined
+// with "|". Words are cut where the case changes ("camelCase" is "camel" and
+// "Case"), an all-caps run keeps a lowercase tail ("HTTPServer" is one
+// piece), contractions stay on their word, numbers come in threes, and
+// punctuation takes any line breaks and slashes after it.
+const o200kPattern = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
+	`|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
+	`|\p{N}{1,3}` +
+	`| ?[^\s\p{L}\p{N}]+[\r\n/]*` +
+	`|\s*[\r\n]+` +
+	`|\s+(?!\S)` +
+	`|\s+`
+
+// Character classes of o200kPattern. Its two word classes overlap:
+// "upper" [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and "lower"
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] share Lm, Lo and the marks, so a character is in
+// the upper class only (Lu, Lt), the lower class only (Ll), or both (Lm and
+// Lo, which are letters, and marks, which are not \p{L} and so can also lead
+// a word as [^\r\n\p{L}\p{N}] or be punctuation in [^\s\p{L}\p{N}]).
+const (
+	o2Other  uint8 = iota // none of the below: punctuation, symbols, controls
+	o2Upper               // Lu, Lt
+	o2Lower               // Ll
+	o2Letter              // Lm, Lo: letters in both word classes
+	o2Mark                // M: in both word classes, but not a letter
+	o2Number              // \p{N}
+	o2Space               // \s (unicode.IsSpace)
+)
+
+var o2ASCII = func() (t [utf8.RuneSelf]uint8) {
+	for b := range t {
+		t[b] = o2Class(rune(b))
+	}
+	return t
+}()
+
+// o2Class returns the o200k class of r. Letters are tested first and, among
+// them, Lo (CJK and most caseless scripts) first, because that is where
+// non-ASCII text spends its lookups.
+func o2Class(r rune) uint8 {
+	if unicode.IsLetter(r) {
+		switch {
+		case unicode.Is(unicode.Lo, r), unicode.Is(unicode.Lm, r):
+			return o2Letter
+		case unicode.IsLower(r): // Ll
+			return o2Lower
+		}
+		return o2Upper // Lu or Lt, the rest of \p{L}
+	}
+	switch {
+	case unicode.IsMark(r):
+		return o2Mark
+	case unicode.IsNumber(r):
+		return o2Number
+	case unicode.IsSpace(r):
+		return o2Space
+	}
+	return o2Other
+}
+
+// o2ClassAt returns the o200k class of the character at s[i], the character
+// and its length in bytes. i must be < len(s).
+func o2ClassAt(s string, i int) (uint8, rune, int) {
+	if b := s[i]; b < utf8.RuneSelf {
+		return o2ASCII[b], rune(b), 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return o2Class(r), r, n
+}
+
+// o200kScanner implements o200kPattern:
+//
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+//	\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// A backtracking engine tries the alternatives in order and, within the
+// first two, every way of sharing characters between the overlapping upper
+// and lower runs, first with the optional leading character and then
+// without it. o200kLowered and o200kCapitalized work out directly where those
+// searches end; the comments there say how.
+type o200kScanner struct{}
+
+func (o200kScanner) matches(s string, fn func(start, end int)) {
+	for i := 0; i < len(s); {
+		end := o200kNext(s, i)
+		fn(i, end)
+		i = end
+	}
+}
+
+func o200kNext(s string, i int) int {
+	c, r, n := o2ClassAt(s, i)
+	switch c {
+	case o2Upper, o2Lower, o2Letter:
+		// A letter cannot be the optional leading character, so the
+		// word starts here; one of the two word alternatives matches.
+		if e := o200kLowered(s, i); e >= 0 {
+			return e
+		}
+		return o200kCapitalized(s, i)
+	case o2Number:
+		// \p{N}{1,3}. (A number cannot lead a word either.)
+		e := i + n
+		for k := 1; k < 3 && e < len(s); k++ {
+			cn, _, size := o2ClassAt(s, e)
+			if cn != o2Number {
+				break
+			}
+			e += size
+		}
+		return e
+	}
+	// [^\r\n\p{L}\p{N}]? leading a word: c is punctuation, a mark or
+	// whitespace other than a line break. The first alternative is tried
+	// with that character taken and then, for a mark, which is itself in
+	// both word classes, without it (which always matches: the mark is
+	// the word); only then the second alternative.
+	if r != '\r' && r != '\n' {
+		if e := o200kLowered(s, i+n); e >= 0 {
+			return e
+		}
+		if c == o2Mark {
+			return o200kLowered(s, i)
+		}
+		if e := o200kCapitalized(s, i+n); e >= 0 {
+			return e
+		}
+	}
+	// " ?[^\s\p{L}\p{N}]+[\r\n/]*": punctuation (marks included), with a
+	// space before and line breaks or slashes after.
+	j := i
+	if r == ' ' {
+		j = i + 1
+	}
+	e := j
+	for e < len(s) {
+		ce, _, size := o2ClassAt(s, e)
+		if ce != o2Other && ce != o2Mark {
+			break
+		}
+		e += size
+	}
+	if e > j {
+		for e < len(s) && (s[e] == '\r' || s[e] == '\n' || s[e] == '/') {
+			e++
+		}
+		return e
+	}
+	// Only whitespace is left (a lone ' ' before a non-punctuation
+	// character, or a longer run). \s*[\r\n]+ takes the run up to its last
+	// line break, if it has one.
+	end, last, nlEnd := spaceRun(s, i)
+	if nlEnd > 0 {
+		return nlEnd
+	}
+	return trailingSpace(s, i, end, last)
+}
+
+// o200kLowered matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+
+// and an optional contraction at s[j:], returning the end of the match or
+// -1. The greedy upper run takes every upper-or-both character; if a
+// lowercase-only letter follows, the lower run takes it and all the
+// lower-or-both characters after. Otherwise the engine backs the upper run
+// off one character at a time until the lower run can start, which it can
+// only at a character in both classes, and the lower run then stops at once
+// (the next character is upper-only or ends the run): so the match ends just
+// after the last both-class character of the upper run, and fails if there
+// is none ("ABC." has no lowercase word; "ABCǅ" neither, ǅ being Lt).
+func o200kLowered(s string, j int) int {
+	k, afterBoth := j, -1
+	for k < len(s) {
+		c, _, n := o2ClassAt(s, k)
+		if c == o2Lower {
+			return o200kContraction(s, o200kLowerRun(s, k+n))
+		}
+		if c != o2Upper && c != o2Letter && c != o2Mark {
+			break
+		}
+		k += n
+		if c != o2Upper {
+			afterBoth = k
+		}
+	}
+	if afterBoth < 0 {
+		return -1
+	}
+	return o200kContraction(s, afterBoth)
+}
+
+// o200kCapitalized matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*
+// and an optional contraction at s[j:], returning the end of the match or
+// -1. Both runs are greedy and the second may be empty, so no backtracking
+// is needed.
+func o200kCapitalized(s string, j int) int {
+	k := j
+	for k < len(s) {
+		c, _, n := o2ClassAt(s, k)
+		if c != o2Upper && c != o2Letter && c != o2Mark {
+			break
+		}
+		k += n
+	}
+	if k == j {
+		return -1
+	}
+	return o200kContraction(s, o200kLowerRun(s, k))
+}
+
+// o200kLowerRun returns the end of the run of lower-or-both characters
+// starting at k.
+func o200kLowerRun(s string, k int) int {
+	for k < len(s) {
+		c, _, n := o2ClassAt(s, k)
+		if c != o2Lower && c != o2Letter && c != o2Mark {
+			break
+		}
+		k += n
+	}
+	return k
+}
+
+// o200kContraction extends a word ending at e by the optional
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) after it.
+func o200kContraction(s string, e int) int {
+	if e < len(s) && s[e] == '\'' {
+		if c := contraction(s, e, true); c > 0 {
+			return c
+		}
+	}
+	return e
 }

@@ -179,6 +179,15 @@ func TestAcceptanceFailedExitCode(t *testing.T) {
 	}
 }
 
+func TestInterruptBeforeTheRunExitCode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := cli(t, ctx, "run", "testdata/failing.yaml", "--out", filepath.Join(t.TempDir(), "run"))
+	if r.code != exitInterrupted {
+		t.Errorf("exit %d; want %d for an interrupt during start-up\n%s", r.code, exitInterrupted, r.stderr)
+	}
+}
+
 func TestInterruptExitCode(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	ctx, cancel := context.WithCancel(context.Background())
