@@ -172,17 +172,23 @@ func trailingSpace(s string, i, end, last int) int {
 	return last
 }
 
+// splitEach calls fn for each piece of s, where next(s, i) returns the end
+// of the piece starting at i. The scanners differ only in next.
+func splitEach(s string, next func(string, int) int, fn func(start, end int)) {
+	for i := 0; i < len(s); {
+		end := next(s, i)
+		fn(i, end)
+		i = end
+	}
+}
+
 // gpt2Scanner implements
 //
 //	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 type gpt2Scanner struct{}
 
 func (gpt2Scanner) matches(s string, fn func(start, end int)) {
-	for i := 0; i < len(s); {
-		end := gpt2Next(s, i)
-		fn(i, end)
-		i = end
-	}
+	splitEach(s, gpt2Next, fn)
 }
 
 func gpt2Next(s string, i int) int {
@@ -214,11 +220,7 @@ func gpt2Next(s string, i int) int {
 type llama3Scanner struct{ maxDigits int }
 
 func (l llama3Scanner) matches(s string, fn func(start, end int)) {
-	for i := 0; i < len(s); {
-		end := l.next(s, i)
-		fn(i, end)
-		i = end
-	}
+	splitEach(s, l.next, fn)
 }
 
 func (l llama3Scanner) next(s string, i int) int {
@@ -346,11 +348,7 @@ func o2ClassAt(s string, i int) (uint8, rune, int) {
 type o200kScanner struct{}
 
 func (o200kScanner) matches(s string, fn func(start, end int)) {
-	for i := 0; i < len(s); {
-		end := o200kNext(s, i)
-		fn(i, end)
-		i = end
-	}
+	splitEach(s, o200kNext, fn)
 }
 
 func o200kNext(s string, i int) int {
