@@ -161,9 +161,9 @@ type Aggregator struct {
 	inSum, outSum                                    int64
 	good, goodBase                                   int
 
-	lag                             []float64
-	firstSched, lastSched           int64
-	firstDispatchNS, lastDispatchNS int64
+	lag                   []float64
+	firstSched, lastSched int64
+	lastDispatchNS        int64 // the earliest dispatch is first
 }
 
 // NewAggregator starts an empty row summary.
@@ -186,12 +186,12 @@ func (a *Aggregator) Add(r *Record) {
 	if !a.anyMeas {
 		a.first, a.last = dispatch, end
 		a.firstSched, a.lastSched = r.ScheduledNS, r.ScheduledNS
-		a.firstDispatchNS, a.lastDispatchNS = dispatch, dispatch
+		a.lastDispatchNS = dispatch
 	}
 	a.anyMeas = true
 	a.first, a.last = min(a.first, dispatch), max(a.last, end)
 	a.firstSched, a.lastSched = min(a.firstSched, r.ScheduledNS), max(a.lastSched, r.ScheduledNS)
-	a.firstDispatchNS, a.lastDispatchNS = min(a.firstDispatchNS, dispatch), max(a.lastDispatchNS, dispatch)
+	a.lastDispatchNS = max(a.lastDispatchNS, dispatch)
 	if a.opts.RequestedRate > 0 {
 		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
 	}
@@ -339,7 +339,7 @@ func (a *Aggregator) selfCheck() SelfCheck {
 	if span := a.lastSched - a.firstSched; n > 0 && span > 0 {
 		c.ScheduledRate = n / (float64(span) / 1e9)
 	}
-	if span := a.lastDispatchNS - a.firstDispatchNS; n > 0 && span > 0 {
+	if span := a.lastDispatchNS - a.first; n > 0 && span > 0 {
 		c.AchievedRate = n / (float64(span) / 1e9)
 	}
 	limit := max(1.0, 100/a.opts.RequestedRate) // ms: 1 ms, or a tenth of the mean gap

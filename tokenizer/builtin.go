@@ -296,16 +296,7 @@ func (b *builtin) Encode(text string) []int {
 }
 
 // Count encodes into a pooled buffer, since it throws the ids away.
-func (b *builtin) Count(text string) int {
-	p := idsPool.Get().(*[]int)
-	ids := b.appendIDs((*p)[:0], text)
-	n := len(ids)
-	if cap(ids) <= 1<<16 {
-		*p = ids
-		idsPool.Put(p)
-	}
-	return n
-}
+func (b *builtin) Count(text string) int { return countPooled(b.appendIDs, text) }
 
 func (b *builtin) appendIDs(ids []int, text string) []int {
 	text = tiktokenValidUTF8(text)

@@ -43,9 +43,14 @@ func (t *hfTokenizer) Encode(text string) []int {
 // away.
 var idsPool = sync.Pool{New: func() any { s := make([]int, 0, 1024); return &s }}
 
-func (t *hfTokenizer) Count(text string) int {
+func (t *hfTokenizer) Count(text string) int { return countPooled(t.appendIDs, text) }
+
+// countPooled counts the ids appendIDs produces for text, encoding into a
+// pooled buffer, since a count throws the ids away. Oversized buffers are
+// not kept, so one huge prompt does not pin its memory.
+func countPooled(appendIDs func([]int, string) []int, text string) int {
 	p := idsPool.Get().(*[]int)
-	ids := t.appendIDs((*p)[:0], text)
+	ids := appendIDs((*p)[:0], text)
 	n := len(ids)
 	if cap(ids) <= 1<<16 {
 		*p = ids

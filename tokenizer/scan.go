@@ -254,13 +254,8 @@ func (l llama3Scanner) next(s string, i int) int {
 		}
 		return e
 	}
-	// Only whitespace is left. \s*[\r\n]+ takes the run up to its last
-	// line break, if it has one.
-	end, last, nlEnd := spaceRun(s, i)
-	if nlEnd > 0 {
-		return nlEnd
-	}
-	return trailingSpace(s, i, end, last)
+	// Only whitespace is left.
+	return lineBreakOrSpaceEnd(s, i)
 }
 
 // o200kPattern is the pre-tokenizer regex of OpenAI's o200k_base, as
@@ -410,8 +405,14 @@ func o200kNext(s string, i int) int {
 		return e
 	}
 	// Only whitespace is left (a lone ' ' before a non-punctuation
-	// character, or a longer run). \s*[\r\n]+ takes the run up to its last
-	// line break, if it has one.
+	// character, or a longer run).
+	return lineBreakOrSpaceEnd(s, i)
+}
+
+// lineBreakOrSpaceEnd ends a whitespace piece starting at i the way
+// \s*[\r\n]+|\s+(?!\S)|\s+ does: up to the run's last line break if it
+// has one, else as trailingSpace decides.
+func lineBreakOrSpaceEnd(s string, i int) int {
 	end, last, nlEnd := spaceRun(s, i)
 	if nlEnd > 0 {
 		return nlEnd
