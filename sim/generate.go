@@ -27,7 +27,7 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 	g := generation{
 		ep:      ep,
 		req:     req,
-		clock:   s.timing.admit(arrival, req.promptTokens, req.maxTokens),
+		clock:   s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens}),
 		text:    newTextSource(s.pool, s.cfg.Seed, req.seed, s.requests.Add(1)),
 		id:      newResponseID(ep),
 		created: arrival.Unix(),
@@ -143,7 +143,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation) {
 	n := req.maxTokens
 	buf := make([]byte, 0, 1024)
 	for k := 0; k < n; k++ {
-		if g.clock.wait(ctx, k) != nil {
+		if _, err := g.clock.wait(ctx, k); err != nil {
 			return // the client went away or the server is closing
 		}
 		buf = buf[:0]
@@ -231,11 +231,11 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g generation) {
 	// Waiting for the first token before the last keeps the prompt-token
 	// counter in step with prefill, as for streams.
 	ctx, req, n := r.Context(), g.req, g.req.maxTokens
-	if g.clock.wait(ctx, 0) != nil {
+	if _, err := g.clock.wait(ctx, 0); err != nil {
 		return
 	}
 	s.metrics.promptTokens.Add(uint64(req.promptTokens))
-	if g.clock.wait(ctx, n-1) != nil {
+	if _, err := g.clock.wait(ctx, n-1); err != nil {
 		return
 	}
 	var sb strings.Builder

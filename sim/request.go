@@ -105,6 +105,7 @@ const maxBodyBytes = 64 << 20
 // parsedRequest is a validated request: what the generation path needs.
 type parsedRequest struct {
 	promptTokens int
+	promptIDs    []int // the prompt's token ids, for the engine's prefix cache
 	maxTokens    int
 	stream       bool
 	includeUsage bool
@@ -140,7 +141,7 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 		return parsedRequest{}, badRequest("Stream options can only be defined when `stream=True`.")
 	}
 
-	var prompt int
+	var ids []int
 	switch ep {
 	case chatEndpoint:
 		if len(req.Messages) == 0 {
@@ -148,19 +149,20 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 		}
 		for _, m := range req.Messages {
 			for _, p := range m.Content.parts {
-				prompt += s.tok.Count(p)
+				ids = append(ids, s.tok.Encode(p)...)
 			}
 		}
 	case completionEndpoint:
-		n, err := countPrompt(s.tok, req.Prompt)
-		if err != nil {
+		var err error
+		if ids, err = encodePrompt(s.tok, req.Prompt); err != nil {
 			return parsedRequest{}, badRequest("prompt: %v", err)
 		}
-		prompt = n
 	}
+	prompt := len(ids)
 
 	p := parsedRequest{
 		promptTokens: prompt,
+		promptIDs:    ids,
 		stream:       req.Stream,
 		includeUsage: req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		seed:         req.Seed,
@@ -194,43 +196,43 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 	return p, nil
 }
 
-// countPrompt counts the tokens of a completion prompt: a string, an array
-// of strings, or token ids (an array of ints, or an array of such arrays).
-// An array is served as one prompt whose parts are counted separately and
-// summed, since the simulator returns a single choice.
-func countPrompt(tok tokenizer.Tokenizer, raw json.RawMessage) (int, error) {
+// encodePrompt returns the token ids of a completion prompt: a string, an
+// array of strings, or token ids (an array of ints, or an array of such
+// arrays). An array is served as one prompt whose parts are encoded
+// separately and concatenated, since the simulator returns a single choice.
+func encodePrompt(tok tokenizer.Tokenizer, raw json.RawMessage) ([]int, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return 0, errors.New("field required")
+		return nil, errors.New("field required")
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return tok.Count(s), nil
+		return tok.Encode(s), nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return 0, errors.New("must be a string, an array of strings, or an array of token ids")
+		return nil, errors.New("must be a string, an array of strings, or an array of token ids")
 	}
 	if len(items) == 0 {
-		return 0, errors.New("must not be empty")
+		return nil, errors.New("must not be empty")
 	}
-	n := 0
+	var ids []int
 	for _, item := range items {
 		var (
 			text string
 			id   int
-			ids  []int
+			more []int
 		)
 		switch {
 		case json.Unmarshal(item, &text) == nil:
-			n += tok.Count(text)
+			ids = append(ids, tok.Encode(text)...)
 		case json.Unmarshal(item, &id) == nil:
-			n++
-		case json.Unmarshal(item, &ids) == nil:
-			n += len(ids)
+			ids = append(ids, id)
+		case json.Unmarshal(item, &more) == nil:
+			ids = append(ids, more...)
 		default:
-			return 0, errors.New("array items must be strings, token ids, or arrays of token ids")
+			return nil, errors.New("array items must be strings, token ids, or arrays of token ids")
 		}
 	}
-	return n, nil
+	return ids, nil
 }

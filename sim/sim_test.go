@@ -439,19 +439,21 @@ func TestNonStreamingTiming(t *testing.T) {
 // the test closes first, later tokens at once.
 type gateTiming struct{ first chan struct{} }
 
-func (g gateTiming) admit(time.Time, int, int) tokenClock { return gateClock(g) }
+func (g gateTiming) admit(admission) tokenClock { return gateClock(g) }
+func (gateTiming) stats() modelStats            { return modelStats{} }
+func (gateTiming) close()                       {}
 
 type gateClock gateTiming
 
-func (g gateClock) wait(ctx context.Context, k int) error {
+func (g gateClock) wait(ctx context.Context, k int) (time.Time, error) {
 	if k == 0 {
 		select {
 		case <-g.first:
 		case <-ctx.Done():
-			return ctx.Err()
+			return time.Now(), ctx.Err()
 		}
 	}
-	return ctx.Err()
+	return time.Now(), ctx.Err()
 }
 
 func (gateClock) release() {}

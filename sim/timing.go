@@ -7,17 +7,45 @@ import (
 
 // timingModel is the seam between the protocol layer and the model of how
 // fast the server generates. The protocol layer knows requests and bytes;
-// the timing model knows only token counts and time.
+// the timing model knows only tokens and time.
 //
 // The seam hands out a per-request clock with a blocking wait, rather than a
-// formula for token times, because the engine model that replaces the
-// constant one will decide token times as it goes: a token's time will depend
-// on the batch it lands in, which depends on the requests that arrive later.
+// formula for token times, because the engine model decides token times as
+// it goes: a token's time depends on the batch it lands in, which depends on
+// the requests that arrive later.
 type timingModel interface {
-	// admit registers a request that arrived at arrival, with its prompt
-	// and output token counts, and returns the clock that paces its
+	// admit registers a request and returns the clock that paces its
 	// output. The caller must release the clock when the request ends.
-	admit(arrival time.Time, promptTokens, outputTokens int) tokenClock
+	admit(a admission) tokenClock
+	// stats reports the model's scheduler state for /metrics.
+	stats() modelStats
+	// close stops whatever the model runs in the background. Clocks
+	// still waiting return an error.
+	close()
+}
+
+// admission is what the timing model learns about a request when it arrives.
+type admission struct {
+	arrival time.Time
+	// prompt holds the prompt's token ids. The engine hashes them in
+	// blocks for its prefix cache, so two prompts sharing a prefix share
+	// cached blocks exactly when their token ids agree.
+	prompt []int
+	// output is the number of tokens the request will generate, decided
+	// at parse time (max_tokens, or earlier with a seeded EOS).
+	output int
+}
+
+// modelStats is a snapshot of the scheduler, for /metrics. The fixed model
+// has no scheduler and reports zeros except for what the handlers count.
+type modelStats struct {
+	running, waiting      int
+	kvUsage               float64 // fraction of KV blocks in use, 0..1
+	prefixQueries         uint64  // prompt tokens looked up in the prefix cache
+	prefixHits            uint64  // of which found cached
+	preemptions           uint64
+	stepLateness          []float64 // recent step-deadline lateness samples, seconds (real-time engine only)
+	stepLatenessSupported bool
 }
 
 // tokenClock paces the output tokens of one request. It is used by one
@@ -25,10 +53,11 @@ type timingModel interface {
 type tokenClock interface {
 	// wait blocks until output token k (counting from 0) has been
 	// emitted, or until ctx is done, in which case it returns ctx's
-	// error. Successive calls pass non-decreasing k and may skip: a
-	// non-streaming response waits for its first token and then its
-	// last.
-	wait(ctx context.Context, k int) error
+	// error. It returns the time the model scheduled token k for, so
+	// that the handler can measure how late its flush was. Successive
+	// calls pass non-decreasing k and may skip: a non-streaming
+	// response waits for its first token and then its last.
+	wait(ctx context.Context, k int) (due time.Time, err error)
 	// release tells the model that the request is over, finished or
 	// abandoned, so that it can free what it holds for it.
 	release()
@@ -36,14 +65,18 @@ type tokenClock interface {
 
 // constantTiming emits a request's first token TTFT after its arrival and
 // each later token ITL after the one before, whatever else is running. It is
-// the thin first model: enough for a realistic protocol, with no contention.
+// the "fixed" preset: no batching and no contention, for testing clients
+// against known latencies.
 type constantTiming struct {
 	ttft, itl time.Duration
 }
 
-func (m constantTiming) admit(arrival time.Time, _, _ int) tokenClock {
-	return &constantClock{first: arrival.Add(m.ttft), itl: m.itl}
+func (m constantTiming) admit(a admission) tokenClock {
+	return &constantClock{first: a.arrival.Add(m.ttft), itl: m.itl}
 }
+
+func (constantTiming) stats() modelStats { return modelStats{} }
+func (constantTiming) close()            {}
 
 // constantClock computes each token's absolute deadline from the arrival
 // time, so that the lateness of one wakeup does not delay every token after
@@ -54,12 +87,13 @@ type constantClock struct {
 	timer *time.Timer
 }
 
-func (c *constantClock) wait(ctx context.Context, k int) error {
-	d := time.Until(c.first.Add(time.Duration(k) * c.itl))
+func (c *constantClock) wait(ctx context.Context, k int) (time.Time, error) {
+	due := c.first.Add(time.Duration(k) * c.itl)
+	d := time.Until(due)
 	if d <= 0 {
 		// Already due, as when the server runs behind or ITL is tiny:
 		// skip the timer so that fast configurations stay cheap.
-		return ctx.Err()
+		return due, ctx.Err()
 	}
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
@@ -70,10 +104,10 @@ func (c *constantClock) wait(ctx context.Context, k int) error {
 	}
 	select {
 	case <-c.timer.C:
-		return nil
+		return due, nil
 	case <-ctx.Done():
 		c.timer.Stop()
-		return ctx.Err()
+		return due, ctx.Err()
 	}
 }
 
