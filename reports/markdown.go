@@ -273,7 +273,7 @@ func serverFacts(p *schema.Plan, man *rundir.Manifest) [][2]string {
 		}
 	}
 	if s.Builtin {
-		add("Target", fmt.Sprintf("built-in simulator (TTFT %s, ITL %s, max_model_len %d)", s.Sim.TTFT, s.Sim.ITL, s.Sim.MaxModelLen))
+		add("Target", simTarget(s.Sim))
 	} else {
 		add("Target", strings.Join(s.URLs, ", "))
 	}
@@ -523,4 +523,27 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// simTarget describes the built-in server in one line: what it simulates,
+// which matters to a reader as much as a real server's GPU does.
+func simTarget(s schema.SimSettings) string {
+	if s.Preset == schema.PresetFixed {
+		return fmt.Sprintf("built-in simulator, fixed latencies (TTFT %s, ITL %s, max_model_len %d)", s.TTFT, s.ITL, s.MaxModelLen)
+	}
+	var extra []string
+	if s.Replicas > 1 {
+		extra = append(extra, fmt.Sprintf("%d replicas", s.Replicas))
+	}
+	if s.PhysicsOnly {
+		extra = append(extra, "physics only")
+	}
+	if s.Personality != "" && s.Personality != "vllm" {
+		extra = append(extra, s.Personality+" personality")
+	}
+	if len(s.Faults) > 0 {
+		extra = append(extra, fmt.Sprintf("%d fault rules", len(s.Faults)))
+	}
+	extra = append(extra, fmt.Sprintf("max_model_len %d", s.MaxModelLen))
+	return fmt.Sprintf("built-in simulator, preset %s (%s; see docs/simulator.md)", s.Preset, strings.Join(extra, ", "))
 }

@@ -62,14 +62,16 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 	return err
 }
 
-// requestLatency is the expected latency of one request of the row: exact
-// for the built-in server, whose timing the plan sets, and assumed
-// otherwise.
+// requestLatency is the expected latency of one request of the row: the
+// built-in server's unloaded latency, which the plan's settings determine
+// (load only adds to it), and assumed otherwise.
 func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
 	out := time.Duration(max(r.Output.Mean, 1))
 	if p.Server.Builtin {
-		s := p.Server.Sim
-		return schema.Estimate{Duration: s.TTFT.D() + (out-1)*s.ITL.D()}
+		ttft, tpot, err := p.Server.Sim.Unloaded(max(r.Input.Mean, 1), int(out))
+		if err == nil {
+			return schema.Estimate{Duration: ttft + (out-1)*tpot}
+		}
 	}
 	return schema.Estimate{Duration: assumedTTFT + (out-1)*assumedTPOT, Assumed: true}
 }

@@ -46,7 +46,11 @@ const (
 	SummaryFile    = "summary.json"
 	DecisionFile   = "decision.md"
 	RecordsFile    = "requests.jsonl"
-	rowsDir        = "rows"
+	// SimGroundTruthFile is the built-in server's own log of every token's
+	// due and flush time (server.sim.ground_truth), to compute the client's
+	// measurement error against.
+	SimGroundTruthFile = "sim-ground-truth.jsonl"
+	rowsDir            = "rows"
 )
 
 // Run statuses in the manifest.

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -110,8 +111,13 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	}
 
 	urls := plan.Server.URLs
+	var truth *truthSink
 	if plan.Server.Builtin {
-		inst, err := startBuiltin(plan, toks)
+		if plan.Server.Sim.GroundTruth {
+			truth = &truthSink{}
+			defer truth.Close()
+		}
+		inst, err := startBuiltin(plan, toks, truth)
 		if err != nil {
 			return nil, err
 		}
@@ -181,6 +187,11 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		return nil, err
 	}
 	logf("run directory %s", dir.Path)
+	if truth != nil {
+		if err := truth.attach(filepath.Join(dir.Path, rundir.SimGroundTruthFile)); err != nil {
+			return nil, err
+		}
+	}
 
 	nonce := randomNonce()
 	res := &Result{Dir: dir, Manifest: man, Summary: &metrics.Summary{
@@ -325,17 +336,17 @@ func randomNonce() uint64 {
 // startBuiltin starts the simulated server in-process on a loopback port.
 // It counts tokens with the tokenizer of the plan's first row, so its usage
 // agrees with what the rows meant to send.
-func startBuiltin(plan *schema.Plan, toks map[string]tokenizer.Tokenizer) (*sim.Instance, error) {
-	s := plan.Server.Sim
-	cfg := sim.Config{
-		Model:       plan.Server.Model,
-		MaxModelLen: s.MaxModelLen,
-		TTFT:        s.TTFT.D(),
-		ITL:         s.ITL.D(),
-		Seed:        s.Seed,
+func startBuiltin(plan *schema.Plan, toks map[string]tokenizer.Tokenizer, truth *truthSink) (*sim.Instance, error) {
+	cfg, err := BuiltinConfig(plan.Server.Sim)
+	if err != nil {
+		return nil, fmt.Errorf("start built-in server: %w", err)
 	}
+	cfg.Model = plan.Server.Model
 	if len(plan.Rows) > 0 {
 		cfg.Tokenizer = toks[plan.Rows[0].Tokenizer]
+	}
+	if truth != nil {
+		cfg.GroundTruth = truth
 	}
 	inst, err := sim.Start(cfg)
 	if err != nil {

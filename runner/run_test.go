@@ -50,7 +50,7 @@ func records(t *testing.T, dir *rundir.Dir, row string) []metrics.Record {
 }
 
 func TestRunWritesEveryRecord(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 2ms, itl: 1ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 2ms, itl: 1ms}}
 defaults: {input_tokens: 32, output_tokens: 8, warmup: 2, body: {ignore_eos: true}}
 rows:
   - {id: closed, requests: 20, concurrency: 4}
@@ -130,7 +130,7 @@ rows:
 // requests in flight finish within the grace period, every completed
 // request is on disk, and the summaries say interrupted.
 func TestInterruptKeepsRecords(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 5ms, itl: 2ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 5ms, itl: 2ms}}
 defaults: {input_tokens: 16, output_tokens: 100, grace: 10s}
 rows:
   - {id: long, requests: 10000, concurrency: 4}
@@ -169,7 +169,7 @@ rows:
 }
 
 func TestGraceExpiryCancelsRequests(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 5ms, itl: 20ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 5ms, itl: 20ms}}
 defaults: {input_tokens: 16, output_tokens: 200, grace: 100ms}
 rows:
   - {id: slow, requests: 100, concurrency: 3}
@@ -200,7 +200,7 @@ rows:
 }
 
 func TestCancelFraction(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 1ms, itl: 2ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 1ms, itl: 2ms}}
 defaults: {input_tokens: 16, output_tokens: 30}
 rows:
   - {id: c, requests: 40, concurrency: 8, cancel: {fraction: 0.5, after: 20ms}}
@@ -280,7 +280,7 @@ rows:
 // its duration even while every user waits on a slow response, and the
 // requests in flight then get the grace period, no more.
 func TestDurationStopsOnTime(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 10ms, itl: 20ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 10ms, itl: 20ms}}
 defaults: {input_tokens: 16, output_tokens: 100}
 rows:
   - {id: d, duration: 500ms, grace: 300ms, concurrency: 2}
@@ -302,7 +302,7 @@ rows:
 // TestOpenLoopGraceStartsAtTheDuration: in an open-loop row the grace
 // period starts when the duration ends, not at the last dispatch.
 func TestOpenLoopGraceStartsAtTheDuration(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 10ms, itl: 10ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 10ms, itl: 10ms}}
 defaults: {input_tokens: 16, output_tokens: 100}
 rows:
   - {id: d, duration: 1500ms, grace: 1s, rate: {per_second: 1, arrival: constant}}
@@ -327,7 +327,7 @@ rows:
 // last requests still applies the grace period, marks the run interrupted,
 // and leaves the next rows unrun; it never reads as a complete run.
 func TestInterruptDuringDrain(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 2s, itl: 1ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 2s, itl: 1ms}}
 defaults: {input_tokens: 16, output_tokens: 2, grace: 200ms}
 rows:
   - {id: a, requests: 3, concurrency: 2}
@@ -355,7 +355,7 @@ rows:
 // row's load, and the arrival schedule starts after it, not in a burst
 // making up for the priming time.
 func TestScheduleStartsAfterPriming(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {ttft: 200ms, itl: 1ms}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 200ms, itl: 1ms}}
 defaults: {input_tokens: 64, output_tokens: 2}
 rows:
   - {id: w, requests: 6, rate: {per_second: 20, arrival: constant}, prefix: {length: 32, distinct: 2, warm: true}}
@@ -391,7 +391,7 @@ rows:
 // its seed and the requests' order, not on the order they finish in.
 func TestCancellationsAreReproducible(t *testing.T) {
 	run := func() []int64 {
-		p := plan(t, `server: {target: builtin, sim: {ttft: 1ms, itl: 2ms}}
+		p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 1ms, itl: 2ms}}
 defaults: {input_tokens: 16, output_tokens: 30}
 rows:
   - {id: c, requests: 30, concurrency: 6, cancel: {fraction: 0.4, after: 15ms}}

@@ -23,10 +23,6 @@ const (
 	DefaultArrival      = "poisson"
 	DefaultSeed         = 1
 	DefaultBlockSize    = 512
-	DefaultSimModel     = "infermatrix-sim"
-	DefaultMaxModelLen  = 32768
-	DefaultSimTTFT      = 20 * time.Millisecond
-	DefaultSimITL       = 5 * time.Millisecond
 	DefaultBandwidthEff = 0.7
 	DefaultFLOPsEff     = 0.5
 )
@@ -183,17 +179,8 @@ func (r *resolver) server(target string) ServerPlan {
 				"%s header in the experiment file", k)
 		}
 	}
-	if p.Sim.Model == "" {
-		p.Sim.Model = DefaultSimModel
-	}
-	if p.Sim.MaxModelLen == 0 {
-		p.Sim.MaxModelLen = DefaultMaxModelLen
-	}
-	if p.Sim.TTFT == 0 {
-		p.Sim.TTFT = Duration(DefaultSimTTFT)
-	}
-	if p.Sim.ITL == 0 {
-		p.Sim.ITL = Duration(DefaultSimITL)
+	if p.Builtin {
+		r.resolveSim(&p.Sim)
 	}
 	if p.Builtin && p.Model == "" {
 		p.Model = p.Sim.Model

@@ -167,7 +167,7 @@ rows:
 	if !r.Streaming || r.Tokenizer != "builtin" || r.Seed != DefaultSeed || r.Grace.D() != DefaultGrace || r.Timeout.D() != DefaultTimeout {
 		t.Errorf("defaults not applied: %+v", r)
 	}
-	if p.Server.API != "chat" || p.Server.Model != DefaultSimModel || !p.Server.Builtin {
+	if p.Server.API != "chat" || p.Server.Model != "meta-llama/Llama-3.1-8B-Instruct" || !p.Server.Builtin || p.Server.Sim.MaxModelLen != 131072 {
 		t.Errorf("server = %+v", p.Server)
 	}
 	if !reflect.DeepEqual(p.Percentiles, DefaultPercentiles) || !reflect.DeepEqual(p.Formats, DefaultFormats) {

@@ -86,12 +86,56 @@ type Hardware struct {
 }
 
 // SimSettings configure the built-in server when server.target is builtin.
+// A preset names a model on a GPU with a fitted continuous-batching engine
+// (docs/simulator.md); the other keys override it. Preset fixed is the
+// exception: a constant TTFT and ITL per request, no engine, for testing
+// clients against known latencies.
 type SimSettings struct {
-	Model       string   `yaml:"model" json:"model,omitempty" doc:"Model name the simulated server serves." default:"infermatrix-sim"`
-	MaxModelLen int      `yaml:"max_model_len" json:"max_model_len,omitempty" doc:"Context limit in tokens; longer requests get vLLM's 400 error." default:"32768" minimum:"1"`
-	TTFT        Duration `yaml:"ttft" json:"ttft,omitempty" doc:"Simulated time to first token." default:"20ms"`
-	ITL         Duration `yaml:"itl" json:"itl,omitempty" doc:"Simulated gap between tokens." default:"5ms"`
-	Seed        int64    `yaml:"seed" json:"seed,omitempty" doc:"Seed of the generated text."`
+	Preset         string      `yaml:"preset" json:"preset,omitempty" doc:"Engine model: a preset from docs/simulator.md, or fixed for a constant ttft and itl with no batching." enum:"llama-3.1-8b-h100,qwen3-0.6b-h200,tiny-fast,fixed" default:"llama-3.1-8b-h100"`
+	Model          string      `yaml:"model" json:"model,omitempty" doc:"Model name the simulated server serves. Default: the preset's Hugging Face id (infermatrix-sim for fixed and tiny-fast)."`
+	MaxModelLen    int         `yaml:"max_model_len" json:"max_model_len,omitempty" doc:"Context limit in tokens; longer requests get vLLM's 400 error. Default: the preset model's (32768 for fixed)." minimum:"1"`
+	Replicas       int         `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel engine replicas behind one port and one front end, as vllm serve --data-parallel-size." default:"1" minimum:"1" maximum:"1024"`
+	PhysicsOnly    bool        `yaml:"physics_only" json:"physics_only,omitempty" doc:"Drop the fixed overheads, the front end and jitter, so that step times are exactly the roofline and single-stream decode equals the bandwidth-math prediction."`
+	TTFT           Duration    `yaml:"ttft" json:"ttft,omitempty" doc:"Preset fixed only: time to first token." default:"20ms"`
+	ITL            Duration    `yaml:"itl" json:"itl,omitempty" doc:"Preset fixed only: gap between tokens." default:"5ms"`
+	Seed           int64       `yaml:"seed" json:"seed,omitempty" doc:"Seed of the generated text, the EOS draws, the faults and the step jitter."`
+	Engine         SimEngine   `yaml:"engine" json:"engine,omitempty" doc:"Overrides of the preset's engine parameters."`
+	FrontEnd       SimFrontEnd `yaml:"front_end" json:"front_end,omitempty" doc:"Overrides of the preset's host overhead (the API server)."`
+	Personality    string      `yaml:"personality" json:"personality,omitempty" doc:"Whose wire format to mimic: vllm, llama.cpp (closes the connection after each stream, adds timings) or tgi (several tokens per event)." enum:"vllm,llama.cpp,tgi" default:"vllm"`
+	TokensPerEvent int         `yaml:"tokens_per_event" json:"tokens_per_event,omitempty" doc:"Tokens carried by each streamed event. Default 4 for tgi, 1 otherwise." minimum:"1" maximum:"1000"`
+	EOSMeanTokens  int         `yaml:"eos_mean_tokens" json:"eos_mean_tokens,omitempty" doc:"Mean natural output length: a request without ignore_eos stops early at a seeded EOS drawn with this mean. 0 disables EOS." minimum:"0"`
+	Faults         []SimFault  `yaml:"faults" json:"faults,omitempty" doc:"Faults injected into requests at random (seeded); a request can also ask for one with the X-Sim-Fault header."`
+	GroundTruth    bool        `yaml:"ground_truth" json:"ground_truth,omitempty" doc:"Write sim-ground-truth.jsonl into the run directory: the server's own arrival and flush time of every token, to compute the client's measurement error."`
+}
+
+// SimEngine overrides a preset's engine parameters. Unset keys keep the
+// preset's values; docs/simulator.md lists them.
+type SimEngine struct {
+	MaxNumSeqs           int       `yaml:"max_num_seqs" json:"max_num_seqs,omitempty" doc:"Most sequences in one step, as vLLM's --max-num-seqs." minimum:"1"`
+	MaxNumBatchedTokens  int       `yaml:"max_num_batched_tokens" json:"max_num_batched_tokens,omitempty" doc:"Most tokens computed in one step, prefill chunks and decodes together, as vLLM's --max-num-batched-tokens." minimum:"1"`
+	GPUMemoryUtilization float64   `yaml:"gpu_memory_utilization" json:"gpu_memory_utilization,omitempty" doc:"Fraction of GPU memory for weights, reserve and KV cache, as vLLM's --gpu-memory-utilization." exclusiveMinimum:"0" maximum:"1"`
+	PrefixCaching        *bool     `yaml:"prefix_caching" json:"prefix_caching,omitempty" doc:"Automatic prefix caching (whole 16-token blocks)."`
+	StepOverhead         *Duration `yaml:"step_overhead" json:"step_overhead,omitempty" doc:"Fixed cost of every engine step (t0)."`
+	SeqOverhead          *Duration `yaml:"seq_overhead" json:"seq_overhead,omitempty" doc:"Cost per scheduled sequence per step (t_seq)."`
+	BandwidthEfficiency  float64   `yaml:"bandwidth_efficiency" json:"bandwidth_efficiency,omitempty" doc:"Fraction of peak memory bandwidth a step achieves (η_bw)." exclusiveMinimum:"0" maximum:"1"`
+	FLOPsEfficiency      float64   `yaml:"flops_efficiency" json:"flops_efficiency,omitempty" doc:"Fraction of peak FLOP/s a step achieves (η_f)." exclusiveMinimum:"0" maximum:"1"`
+	Jitter               *float64  `yaml:"jitter" json:"jitter,omitempty" doc:"σ of the mean-one log-normal noise on every step time; 0 for none." minimum:"0" maximum:"2"`
+}
+
+// SimFrontEnd overrides a preset's host overhead.
+type SimFrontEnd struct {
+	RequestLatency     *Duration `yaml:"request_latency" json:"request_latency,omitempty" doc:"Host time before a request reaches the engine (parsing, tokenization)."`
+	TokenCost          *Duration `yaml:"token_cost" json:"token_cost,omitempty" doc:"Host time per output token, served one at a time across replicas."`
+	TokenCostPerStream *Duration `yaml:"token_cost_per_stream" json:"token_cost_per_stream,omitempty" doc:"Added to token_cost for every open stream."`
+}
+
+// SimFault injects one kind of failure into a fraction of requests.
+type SimFault struct {
+	Kind        string   `yaml:"kind" json:"kind,omitempty" doc:"429, 500 or 503 (an HTTP error with an OpenAI error body), error_event (an error event mid-stream), truncate (the stream ends without [DONE]), reset (a TCP reset), stall (the stream pauses), slow_headers (headers are delayed)." enum:"429,500,503,error_event,truncate,reset,stall,slow_headers" required:"true"`
+	Probability float64  `yaml:"probability" json:"probability,omitempty" doc:"Fraction of requests that get this fault; the faults' probabilities must sum to at most 1." exclusiveMinimum:"0" maximum:"1" required:"true"`
+	After       int      `yaml:"after" json:"after,omitempty" doc:"For error_event, truncate, reset and stall: tokens sent before the fault." minimum:"0"`
+	For         Duration `yaml:"for" json:"for,omitempty" doc:"For stall and slow_headers: how long. A stall without it lasts until the client gives up."`
+	RetryAfter  Duration `yaml:"retry_after" json:"retry_after,omitempty" doc:"For 429: the Retry-After the server sends (whole seconds)." default:"1s"`
 }
 
 // Predict names the model and GPU a bandwidth-math prediction is made for.

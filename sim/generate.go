@@ -1,38 +1,69 @@
 package sim
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
 
+// The outcomes of a request, as ground truth reports them.
+const (
+	statusOK       = "ok"       // finished, possibly after a stall or slow headers
+	statusCanceled = "canceled" // the client went away or the server closed first
+	statusFault    = "fault"    // an injected fault ended it
+)
+
 // serveGeneration serves one chat or completion request: it validates the
-// request, admits it to the timing model, and writes the tokens as they
-// come due, as a stream or as one body at the end.
+// request, decides its fault, admits it to the timing model, and writes the
+// tokens as they come due, as a stream or as one body at the end.
 func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	// The clock starts before parsing, as it would on a real server: the
 	// client measures time to first token from when it sent the request.
 	arrival := time.Now()
+	headerFault, headerSet, ferr := parseFaultHeader(r.Header.Values(FaultHeader))
+	if ferr != nil {
+		writeError(w, ferr)
+		return
+	}
 	req, apiErr := s.parseRequest(w, r, ep)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}
-	s.metrics.running.Add(1)
-	defer s.metrics.running.Add(-1)
-	g := generation{
+	fault := headerFault
+	if !headerSet {
+		fault = s.chooseFault(req.counter)
+	}
+	g := &generation{
 		ep:      ep,
 		req:     req,
-		clock:   s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens}),
-		text:    newTextSource(s.pool, s.cfg.Seed, req.seed, s.requests.Add(1)),
-		id:      newResponseID(ep),
+		id:      newResponseID(s.responseIDPrefix(ep)),
 		created: arrival.Unix(),
+		arrival: arrival,
+		fault:   fault,
+		status:  statusOK,
 	}
+	if s.truth != nil {
+		g.truth = &truth{due: make([]int64, 0, req.maxTokens), flush: make([]int64, 0, req.maxTokens)}
+		defer s.truth.write(g)
+	}
+	if fault != nil && fault.Kind.status() != 0 {
+		// A rejected request never reaches the model, as a rate
+		// limiter or an overloaded frontend turns it away first.
+		s.countFault(g)
+		g.status = statusFault
+		writeFaultStatus(w, fault)
+		return
+	}
+	s.metrics.running.Add(1)
+	defer s.metrics.running.Add(-1)
+	g.clock = s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens})
 	defer g.clock.release()
+	g.text = newTextSource(s.pool, s.cfg.Seed, req.seed, req.counter)
 	if req.stream {
 		s.stream(w, r, g)
 	} else {
@@ -40,7 +71,7 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 	}
 }
 
-// generation is an admitted request on its way out.
+// generation is an admitted request on its way out, and what became of it.
 type generation struct {
 	ep      endpoint
 	req     parsedRequest
@@ -48,219 +79,348 @@ type generation struct {
 	text    *textSource // what each token says
 	id      string
 	created int64 // arrival, in Unix seconds
+	arrival time.Time
+	fault   *FaultRule // nil when the request has none
+
+	struck   bool      // the fault has struck and been counted
+	hijacked bool      // the connection was taken from net/http
+	status   string    // statusOK, statusCanceled or statusFault
+	sent     int       // tokens delivered to the client
+	firstAt  time.Time // when token 0 was produced
+	// lateFrom excludes from the flush-lateness histogram the tokens due
+	// before it (an offset from arrival): tokens an injected stall or
+	// slow_headers held back are late by design, not because the host
+	// fell behind.
+	lateFrom time.Duration
+	// Per-event observations, merged into the server's histograms in
+	// batches (see histBatch).
+	lateness, itl histBatch
+	truth         *truth // per-token times for ground truth; nil when off
 }
 
 // newResponseID returns an id shaped like vLLM's: a prefix and 32 hex digits.
-func newResponseID(ep endpoint) string {
-	prefix := "chatcmpl-"
-	if ep == completionEndpoint {
-		prefix = "cmpl-"
-	}
+func newResponseID(prefix string) string {
 	return fmt.Sprintf("%s%016x%016x", prefix, rand.Uint64(), rand.Uint64())
 }
 
-// frames holds the bytes of every server-sent event of one stream except the
-// token text, built once per request so that sending a token is three
-// appends, a write and a flush, with no JSON encoding on the hot path.
-type frames struct {
-	role      []byte // chat only: the chunk that opens the assistant message
-	tokenPre  []byte // a token chunk up to the token's text
-	tokenPost []byte // a token chunk after the token's text
-	finish    []byte // the chunk that carries finish_reason
-	usagePre  []byte // the usage chunk up to the usage object
-}
-
-const doneEvent = "data: [DONE]\n\n"
-
-func (s *Server) buildFrames(ep endpoint, id string, created int64, includeUsage bool) frames {
-	object := "chat.completion.chunk"
-	if ep == completionEndpoint {
-		object = "text_completion"
-	}
-	head := make([]byte, 0, 160)
-	head = append(head, `data: {"id":"`...)
-	head = append(head, id...)
-	head = append(head, `","object":"`...)
-	head = append(head, object...)
-	head = append(head, `","created":`...)
-	head = strconv.AppendInt(head, created, 10)
-	head = append(head, `,"model":`...)
-	head = append(head, s.modelJSON...)
-	head = append(head, `,"choices":`...)
-
-	// With include_usage, OpenAI sends "usage":null on every chunk
-	// before the last, and clients rely on the field being present.
-	tail := "}\n\n"
-	if includeUsage {
-		tail = `,"usage":null}` + "\n\n"
-	}
-	cat := func(parts ...string) []byte {
-		b := append([]byte(nil), head...)
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		return b
-	}
-
-	var f frames
-	if ep == chatEndpoint {
-		f.role = cat(`[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`, tail)
-		f.tokenPre = cat(`[{"index":0,"delta":{"content":"`)
-		f.tokenPost = []byte(`"},"logprobs":null,"finish_reason":null}]` + tail)
-		f.finish = cat(`[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]`, tail)
-	} else {
-		f.tokenPre = cat(`[{"index":0,"text":"`)
-		f.tokenPost = []byte(`","logprobs":null,"finish_reason":null}]` + tail)
-		f.finish = cat(`[{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]`, tail)
-	}
-	f.usagePre = cat(`[],"usage":`)
-	return f
-}
-
 // stream writes a request's tokens as server-sent events, each flushed when
-// its token comes due. The role chunk goes out with the first token, as on
-// vLLM, so that a client's time to first byte of the body is its time to
-// first token. The finish, usage and [DONE] events follow the last token at
-// once, so they share its write.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation) {
+// its last token comes due. The role chunk goes out with the first token, as
+// on vLLM and llama.cpp, so that a client's time to first byte of the body is
+// its time to first token. The finish, usage and [DONE] events follow the
+// last token at once, so they share its write.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 	flusher, _ := w.(http.Flusher)
 	flush := func() {
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
+	ctx := r.Context()
+	g.lateness = histBatch{h: s.metrics.flushLateness}
+	g.itl = histBatch{h: s.metrics.itl}
+	defer g.lateness.flush()
+	defer g.itl.flush()
+	if s.pers == personaLlama {
+		// llama-server closes the connection after every stream,
+		// however it ended, without saying so in the headers.
+		defer func() {
+			if !g.hijacked && g.status != statusCanceled {
+				g.hijacked = closeAfterResponse(w, r)
+			}
+		}()
+	}
+	if f := g.fault; f != nil && f.Kind == FaultSlowHeaders {
+		// The model runs meanwhile: its clock counts from arrival, so
+		// tokens due while the headers are held go out in a burst.
+		s.countFault(g)
+		if sleepCtx(ctx, time.Until(g.arrival.Add(f.For))) != nil {
+			g.status = statusCanceled
+			return
+		}
+		g.lateFrom = time.Since(g.arrival)
+	}
 	// Headers go out on arrival, before the first token, as a real server
 	// accepts the stream before it finishes prefill.
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	s.setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	flush()
 
 	req := g.req
-	f := s.buildFrames(g.ep, g.id, g.created, req.includeUsage)
-	ctx := r.Context()
 	n := req.maxTokens
+	f := s.buildFrames(g)
+	per := s.cfg.TokensPerEvent
+	strike := -1 // the token a positioned fault replaces; n: the finish
+	if g.fault != nil && g.fault.Kind.positioned() {
+		strike = min(g.fault.After, n)
+	}
 	buf := make([]byte, 0, 1024)
-	for k := 0; k < n; k++ {
-		if _, err := g.clock.wait(ctx, k); err != nil {
+	var lastFlush time.Duration // offset from arrival
+	for k := 0; k < n; {
+		if k == strike && s.strikeStream(ctx, w, g, k, flush) {
+			return
+		}
+		// An event carries up to per tokens, and stops short of the
+		// token a fault strikes at so that exactly After are sent.
+		end := min(k+per, n)
+		if k < strike && strike < end {
+			end = strike
+		}
+		due, err := s.waitEvent(ctx, g, k, end)
+		if err != nil {
+			g.status = statusCanceled
 			return // the client went away or the server is closing
 		}
 		buf = buf[:0]
 		if k == 0 {
+			g.firstAt = time.Now()
 			s.metrics.promptTokens.Add(uint64(req.promptTokens))
 			buf = append(buf, f.role...)
 		}
 		buf = append(buf, f.tokenPre...)
-		buf = append(buf, g.text.next()...)
-		buf = append(buf, f.tokenPost...)
-		if k == n-1 {
-			buf = append(buf, f.finish...)
-			if req.includeUsage {
-				buf = append(buf, f.usagePre...)
-				buf = appendUsage(buf, req.promptTokens, n)
-				buf = append(buf, "}\n\n"...)
-			}
-			buf = append(buf, doneEvent...)
+		for range end - k {
+			buf = append(buf, g.text.next()...)
+		}
+		final := end == n && strike != n
+		if final && f.lastPost != nil {
+			buf = append(buf, f.lastPost...)
+		} else {
+			buf = append(buf, f.tokenPost...)
+		}
+		if final {
+			buf = s.appendEnd(buf, g, &f, n, time.Now())
 		}
 		if _, err := w.Write(buf); err != nil {
+			g.status = statusCanceled
 			return
 		}
 		flush()
-		s.metrics.generationTokens.Add(1)
+		// Offsets from arrival read only the monotonic clock, which
+		// costs half of what time.Now does on the per-event path.
+		at := time.Since(g.arrival)
+		s.flushed(g, k, end, due.Sub(g.arrival), at, lastFlush)
+		lastFlush = at
+		k = end
 	}
-	s.metrics.success.Add(1)
+	if strike == n {
+		if s.strikeStream(ctx, w, g, n, flush) {
+			return
+		}
+		// A stall held the finish back; it goes out now, closing the
+		// last event where the personality puts finish_reason on it.
+		buf = buf[:0]
+		if f.lastPost != nil {
+			buf = append(buf, f.tokenPre...)
+			buf = append(buf, f.lastPost...)
+		}
+		buf = s.appendEnd(buf, g, &f, n, time.Now())
+		if _, err := w.Write(buf); err != nil {
+			g.status = statusCanceled
+			return
+		}
+		flush()
+		lastFlush = time.Since(g.arrival)
+	}
+	s.finished(g, lastFlush)
 }
 
-// appendUsage appends a usage object in vLLM's field order.
-func appendUsage(b []byte, prompt, completion int) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(completion), 10)
-	return append(b, '}')
+// waitEvent waits until the tokens k to end-1 of an event are due and
+// returns the due time of the last, which is when the model lets the event
+// go. With ground truth on it waits for each token in turn, to learn each
+// one's due time; that ends at the same moment.
+func (s *Server) waitEvent(ctx context.Context, g *generation, k, end int) (time.Time, error) {
+	if g.truth == nil {
+		return g.clock.wait(ctx, end-1)
+	}
+	var due time.Time
+	for j := k; j < end; j++ {
+		var err error
+		if due, err = g.clock.wait(ctx, j); err != nil {
+			return due, err
+		}
+		g.truth.due = append(g.truth.due, due.Sub(g.arrival).Nanoseconds())
+	}
+	return due, nil
 }
 
-// usage is the usage object of a non-streaming response.
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+// flushed accounts for an event of tokens k to end-1, due at due, whose
+// write and flush returned at at; prev is the previous event's flush. All
+// three are offsets from arrival.
+func (s *Server) flushed(g *generation, k, end int, due, at, prev time.Duration) {
+	count := end - k
+	if due >= g.lateFrom {
+		g.lateness.observeN(at-due, uint64(count))
+	}
+	if k == 0 {
+		s.metrics.ttft.observe(at)
+	} else {
+		g.itl.observeN(at-prev, 1)
+	}
+	s.metrics.generationTokens.Add(uint64(count))
+	g.sent = end
+	if g.truth != nil {
+		for range count {
+			g.truth.flush = append(g.truth.flush, at.Nanoseconds())
+		}
+	}
 }
 
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   usage        `json:"usage"`
+// strikeStream injects g's positioned fault in place of token k, or of the
+// finish when k is the output length. It reports whether the stream is over;
+// a stall returns false once it has passed.
+func (s *Server) strikeStream(ctx context.Context, w http.ResponseWriter, g *generation, k int, flush func()) bool {
+	if k < g.req.maxTokens {
+		// The fault strikes when the token it replaces comes due, as
+		// an engine fails during the step that would produce it.
+		if _, err := g.clock.wait(ctx, k); err != nil {
+			g.status = statusCanceled
+			return true
+		}
+	}
+	s.countFault(g)
+	switch g.fault.Kind {
+	case FaultErrorEvent:
+		g.status = statusFault
+		if _, err := io.WriteString(w, errorEvent); err == nil {
+			flush()
+		}
+		return true
+	case FaultTruncate:
+		g.status = statusFault
+		return true // returning ends the chunked body cleanly
+	case FaultReset:
+		g.status = statusFault
+		// Without a connection to reset, a clean truncation is the
+		// nearest thing.
+		g.hijacked = resetConnection(w)
+		return true
+	case FaultStall:
+		if err := stall(ctx, g.fault.For); err != nil {
+			g.status = statusCanceled
+			return true
+		}
+		g.lateFrom = time.Since(g.arrival)
+	}
+	return false
 }
 
-type chatChoice struct {
-	Index   int `json:"index"`
-	Message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"message"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
-}
-
-type textResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []textChoice `json:"choices"`
-	Usage   usage        `json:"usage"`
-}
-
-type textChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
+// finished accounts for a request that ran to its finish, its last bytes
+// flushed at last, an offset from arrival.
+func (s *Server) finished(g *generation, last time.Duration) {
+	g.status = statusOK
+	s.metrics.e2e.observe(last)
+	if g.req.finishReason == "stop" {
+		s.metrics.successStop.Add(1)
+	} else {
+		s.metrics.successLength.Add(1)
+	}
 }
 
 // respond waits until the last token is due and writes the whole response
 // as one JSON body, as a non-streaming server does when generation ends.
-func (s *Server) respond(w http.ResponseWriter, r *http.Request, g generation) {
+// Positioned faults strike when their token comes due: error_event answers
+// 500, truncate sends half the body, reset resets the connection, and a
+// stall holds the finished body back.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) {
+	ctx, req, n := r.Context(), g.req, g.req.maxTokens
+	f := g.fault
+	last := n - 1 // the token whose time the response waits for
+	if f != nil && f.Kind.positioned() && f.Kind != FaultStall {
+		last = min(f.After, n-1)
+	}
 	// Waiting for the first token before the last keeps the prompt-token
 	// counter in step with prefill, as for streams.
-	ctx, req, n := r.Context(), g.req, g.req.maxTokens
-	if _, err := g.clock.wait(ctx, 0); err != nil {
+	due, err := g.clock.wait(ctx, 0)
+	if err != nil {
+		g.status = statusCanceled
 		return
 	}
+	g.firstAt = time.Now()
 	s.metrics.promptTokens.Add(uint64(req.promptTokens))
-	if _, err := g.clock.wait(ctx, n-1); err != nil {
+	s.metrics.ttft.observe(g.firstAt.Sub(g.arrival))
+	var dues []int64
+	if g.truth != nil {
+		dues = append(g.truth.due, due.Sub(g.arrival).Nanoseconds())
+		for j := 1; j <= last; j++ {
+			if due, err = g.clock.wait(ctx, j); err != nil {
+				break
+			}
+			dues = append(dues, due.Sub(g.arrival).Nanoseconds())
+		}
+	} else if last > 0 {
+		_, err = g.clock.wait(ctx, last)
+	}
+	if err != nil {
+		g.status = statusCanceled
 		return
 	}
+	lastAt := time.Now()
+
 	var sb strings.Builder
 	sb.Grow(n * 8)
 	for range n {
 		sb.WriteString(g.text.next())
 	}
-	u := usage{PromptTokens: req.promptTokens, TotalTokens: req.promptTokens + n, CompletionTokens: n}
-
-	var v any
-	if g.ep == chatEndpoint {
-		c := chatChoice{FinishReason: "length"}
-		c.Message.Role = "assistant"
-		c.Message.Content = sb.String()
-		v = chatResponse{g.id, "chat.completion", g.created, s.cfg.Model, []chatChoice{c}, u}
-	} else {
-		c := textChoice{Text: sb.String(), FinishReason: "length"}
-		v = textResponse{g.id, "text_completion", g.created, s.cfg.Model, []textChoice{c}, u}
-	}
-	body, err := json.Marshal(v)
+	g.sent = n // what the body reports; reset below unless delivered
+	body, err := s.responseBody(g, sb.String(), lastAt)
+	g.sent = 0
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
 		return
 	}
-	s.metrics.generationTokens.Add(uint64(n))
+
+	if f != nil {
+		s.countFault(g)
+		switch f.Kind {
+		case FaultErrorEvent:
+			g.status = statusFault
+			writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: "simulated fault: generation failed"})
+			return
+		case FaultReset:
+			g.status = statusFault
+			if g.hijacked = resetConnection(w); g.hijacked {
+				return
+			}
+			writeTruncated(w, body)
+			return
+		case FaultTruncate:
+			g.status = statusFault
+			writeTruncated(w, body)
+			return
+		case FaultStall:
+			if stall(ctx, f.For) != nil {
+				g.status = statusCanceled
+				return
+			}
+		case FaultSlowHeaders:
+			if sleepCtx(ctx, time.Until(g.arrival.Add(f.For))) != nil {
+				g.status = statusCanceled
+				return
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, body)
-	s.metrics.success.Add(1)
+	done := time.Since(g.arrival)
+	g.sent = n
+	s.metrics.generationTokens.Add(uint64(n))
+	if n > 1 {
+		// Without flushes between tokens, the handler sees only the
+		// mean gap, which stands for each of the n-1 gaps.
+		s.metrics.itl.observeN(lastAt.Sub(g.firstAt)/time.Duration(n-1), uint64(n-1))
+	}
+	if g.truth != nil {
+		g.truth.due = dues
+		for range n {
+			g.truth.flush = append(g.truth.flush, done.Nanoseconds())
+		}
+	}
+	s.finished(g, done)
+}
+
+// writeTruncated sends a 200 whose JSON body stops halfway. The response is
+// well-formed HTTP, as from a proxy that lost its upstream and closed the
+// body; only a JSON parser notices.
+func writeTruncated(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body[:len(body)/2])
 }

@@ -131,6 +131,7 @@ func (i *Instance) Close() error {
 		if err := <-i.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			i.closeErr = fmt.Errorf("sim: serve: %w", err)
 		}
+		i.Server.Close()
 	})
 	return i.closeErr
 }

@@ -1,54 +1,181 @@
 package sim
 
 import (
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // metrics are the server-side counters a benchmark scrapes to cross-check
-// its own client-side measurements. They are atomics, not a lock, because
-// they are updated once per token on the hot path.
+// its own client-side measurements. They are atomics and lock-free
+// histograms, not a lock, because they are updated once per event on the hot
+// path.
 type metrics struct {
 	running          atomic.Int64  // requests admitted and not yet finished
 	promptTokens     atomic.Uint64 // prompt tokens of requests whose prefill finished
 	generationTokens atomic.Uint64 // output tokens emitted
-	success          atomic.Uint64 // requests that ran to their finish
+	successLength    atomic.Uint64 // requests that ran to max_tokens
+	successStop      atomic.Uint64 // requests that stopped at a seeded EOS
+	faults           [len(faultKinds)]atomic.Uint64
+
+	// The request-level histograms vLLM exposes, measured in the handler
+	// when the bytes are flushed, from the request's arrival.
+	ttft, itl, e2e *histogram
+	// flushLateness is the simulator's own: how late each token's flush
+	// returned against the time the model scheduled the token.
+	flushLateness *histogram
+}
+
+// Bucket bounds in seconds, as vLLM's PrometheusStatLogger
+// (vllm/v1/metrics/loggers.py) declares them, so that quantiles computed
+// from the simulator's histograms are comparable with a real server's.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	e2eBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	// Flush lateness is a matter of microseconds on a healthy host; the
+	// fine low buckets resolve a sub-millisecond p99 target.
+	latenessBuckets = []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+		1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3}
+)
+
+func newMetrics() metrics {
+	return metrics{
+		ttft:          newHistogram(ttftBuckets...),
+		itl:           newHistogram(itlBuckets...),
+		e2e:           newHistogram(e2eBuckets...),
+		flushLateness: newHistogram(latenessBuckets...),
+	}
+}
+
+// FlushLateness reports how many token flushes the server has timed and the
+// median and 99th percentile of their lateness: the time from when the
+// timing model scheduled a token to when the write and flush carrying it
+// returned. Streamed tokens only; tokens an injected stall or slow_headers
+// held back are left out.
+//
+// The percentiles come from the flush-lateness histogram, so each is the
+// upper bound of the bucket holding it (10µs, 25µs, 50µs, 100µs, 250µs,
+// 500µs, 1ms, ...), or the largest lateness seen when that is smaller: a
+// reported p99 of 500µs means at least 99% of flushes were at most 500µs
+// late.
+func (s *Server) FlushLateness() (count uint64, p50, p99 time.Duration) {
+	_, count, _ = s.metrics.flushLateness.snapshot()
+	return count, s.metrics.flushLateness.quantile(0.50), s.metrics.flushLateness.quantile(0.99)
 }
 
 // serveMetrics writes the Prometheus text exposition format 0.0.4 with
 // vLLM's metric names and model_name label, so that tooling pointed at a
-// vLLM server reads the simulator unchanged.
+// vLLM server reads the simulator unchanged. The simulator's own metrics are
+// prefixed infermatrix_sim:.
 func (s *Server) serveMetrics(w http.ResponseWriter) {
 	model := `model_name="` + escapeLabel(s.cfg.Model) + `"`
-	var b []byte
-	write := func(name, kind, help, labels string, v float64) {
-		b = append(b, "# HELP "...)
-		b = append(b, name...)
-		b = append(b, ' ')
-		b = append(b, help...)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, name...)
-		b = append(b, ' ')
-		b = append(b, kind...)
-		b = append(b, '\n')
-		b = append(b, name...)
-		b = append(b, '{')
-		b = append(b, labels...)
-		b = append(b, "} "...)
-		b = appendPromFloat(b, v)
-		b = append(b, '\n')
+	st := s.timing.stats()
+	m := &s.metrics
+	b := make([]byte, 0, 16<<10)
+	gauge := func(name, help string, v float64) {
+		b = appendMeta(b, name, "gauge", help)
+		b = appendSample(b, name, model, v)
 	}
-	write("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", model, float64(s.metrics.running.Load()))
-	write("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", model, 0)
-	write("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", model, float64(s.metrics.promptTokens.Load()))
-	write("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", model, float64(s.metrics.generationTokens.Load()))
-	write("vllm:request_success_total", "counter", "Count of successfully processed requests.", model+`,finished_reason="length"`, float64(s.metrics.success.Load()))
+	counter := func(name, help string, v uint64) {
+		b = appendMeta(b, name, "counter", help)
+		b = appendSample(b, name, model, float64(v))
+	}
+
+	// The fixed model has no scheduler: every admitted request is
+	// running, and the handlers count them. An engine model knows its
+	// batch and its queue.
+	running := float64(m.running.Load())
+	if _, fixed := s.timing.(constantTiming); !fixed {
+		running = float64(st.running)
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.waiting))
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st.kvUsage)
+	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", st.prefixQueries)
+	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", st.prefixHits)
+	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", st.preemptions)
+	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())
+	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", m.generationTokens.Load())
+
+	b = appendMeta(b, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
+	b = appendSample(b, "vllm:request_success_total", model+`,finished_reason="stop"`, float64(m.successStop.Load()))
+	b = appendSample(b, "vllm:request_success_total", model+`,finished_reason="length"`, float64(m.successLength.Load()))
+
+	b = appendHistogram(b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", model, m.ttft)
+	b = appendHistogram(b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model, m.itl)
+	b = appendHistogram(b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", model, m.e2e)
+
+	b = appendHistogram(b, "infermatrix_sim:flush_lateness_seconds",
+		"Host-side lateness of each token flush against the time the model scheduled it.", model, m.flushLateness)
+	b = appendMeta(b, "infermatrix_sim:faults_injected_total", "counter", "Faults injected, by kind.")
+	for i, k := range faultKinds {
+		b = appendSample(b, "infermatrix_sim:faults_injected_total", model+`,kind="`+string(k)+`"`, float64(m.faults[i].Load()))
+	}
+	if st.stepLatenessSupported {
+		b = appendStepLateness(b, model, st.stepLateness)
+	}
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// appendStepLateness writes the engine's recent step lateness as a summary
+// of quantiles. The samples are a recent window, not a cumulative series, so
+// the summary has no _count or _sum, which would have to be monotonic.
+func appendStepLateness(b []byte, labels string, samples []float64) []byte {
+	const name = "infermatrix_sim:step_lateness_seconds"
+	b = appendMeta(b, name, "summary", "Lateness of the engine's recent steps against their deadlines.")
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	for _, q := range []struct {
+		label string
+		q     float64
+	}{{"0.5", 0.5}, {"0.9", 0.9}, {"0.99", 0.99}} {
+		b = appendSample(b, name, labels+`,quantile="`+q.label+`"`, nearestRank(sorted, q.q))
+	}
+	return b
+}
+
+// nearestRank returns the q-quantile of sorted by the nearest-rank method,
+// or NaN when there are no samples, as Prometheus summaries report.
+func nearestRank(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(float64(len(sorted))*q+0.999999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// appendMeta writes a metric family's HELP and TYPE lines.
+func appendMeta(b []byte, name, kind, help string) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, kind...)
+	return append(b, '\n')
+}
+
+// appendSample writes one sample line.
+func appendSample(b []byte, name, labels string, v float64) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	b = append(b, labels...)
+	b = append(b, "} "...)
+	b = appendPromFloat(b, v)
+	return append(b, '\n')
 }
 
 // appendPromFloat writes v as Python's prometheus_client does ("3.0"), so

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 
 	"github.com/infermatrix/infermatrix/tokenizer"
@@ -34,8 +36,9 @@ type completionRequest struct {
 	} `json:"stream_options"`
 	Seed *int64 `json:"seed"`
 	N    *int   `json:"n"`
-	// IgnoreEOS and MinTokens are accepted for vLLM compatibility. Every
-	// request runs to its max_tokens for now, which is what they ask for.
+	// IgnoreEOS and MinTokens are vLLM's sampling parameters: with
+	// Config.EOSMeanTokens set, a request stops at a seeded natural
+	// length unless it ignores EOS, and never before min_tokens.
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens int  `json:"min_tokens"`
 }
@@ -106,10 +109,14 @@ const maxBodyBytes = 64 << 20
 type parsedRequest struct {
 	promptTokens int
 	promptIDs    []int // the prompt's token ids, for the engine's prefix cache
+	// maxTokens is the number of tokens the request generates: its
+	// max_tokens, or fewer when a seeded EOS ends it first.
 	maxTokens    int
+	finishReason string // "length", or "stop" when EOS came first
 	stream       bool
 	includeUsage bool
 	seed         *int64
+	counter      uint64 // arrival number among valid requests, for unseeded draws
 }
 
 // parseRequest reads and validates a generation request, counting its prompt
@@ -124,7 +131,8 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
 		return parsedRequest{}, badRequest("invalid JSON body: %v", err)
 	}
-	if req.Model != "" && req.Model != s.cfg.Model {
+	// llama.cpp serves whatever model it loaded and ignores the field.
+	if req.Model != "" && req.Model != s.cfg.Model && s.pers != personaLlama {
 		return parsedRequest{}, &apiError{
 			status:  http.StatusNotFound,
 			kind:    "NotFoundError",
@@ -193,7 +201,48 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 	if req.MinTokens > p.maxTokens {
 		return parsedRequest{}, badRequest("min_tokens must be less than or equal to max_tokens=%d, got %d.", p.maxTokens, req.MinTokens)
 	}
+	// Only valid requests are numbered, so that a run's unseeded draws do
+	// not depend on how many malformed requests it sent.
+	p.counter = s.requests.Add(1)
+	p.finishReason = "length"
+	if s.cfg.EOSMeanTokens > 0 && !req.IgnoreEOS {
+		natural := naturalLength(s.cfg.Seed, req.Seed, p.counter, s.cfg.EOSMeanTokens)
+		if out := max(req.MinTokens, natural); out < p.maxTokens {
+			p.maxTokens = out
+			p.finishReason = "stop"
+		}
+	}
 	return p, nil
+}
+
+// eosStream separates a request's EOS draw from its text and fault draws.
+const eosStream = 0xbb67ae8584caa73b
+
+// naturalLength draws the output length at which a request would sample its
+// end-of-sequence token: geometric on 1, 2, ... with the given mean, as if
+// EOS had the same probability 1/mean at every step. The draw is keyed like
+// the request's text (Config.Seed, and the request's seed or else its
+// arrival number), so that the same request with the same seed stops at the
+// same length on every run.
+func naturalLength(cfgSeed int64, reqSeed *int64, counter uint64, mean int) int {
+	if mean <= 1 {
+		return 1
+	}
+	seq := counter ^ unseededStream
+	if reqSeed != nil {
+		seq = uint64(*reqSeed)
+	}
+	u := unitFloat(rand.NewPCG(uint64(cfgSeed)^eosStream, seq))
+	// Inverse CDF: P(L <= k) = 1 - (1-p)^k, so L = ceil(ln(1-u)/ln(1-p)).
+	p := 1 / float64(mean)
+	k := math.Ceil(math.Log1p(-u) / math.Log1p(-p))
+	if k < 1 || math.IsNaN(k) {
+		return 1
+	}
+	if k > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(k)
 }
 
 // encodePrompt returns the token ids of a completion prompt: a string, an

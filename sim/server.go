@@ -22,8 +22,10 @@ type Server struct {
 	modelJSON []byte // cfg.Model as a JSON string, spliced into chunks
 	created   int64  // start time, reported as the model's creation time
 
-	requests atomic.Uint64 // numbers requests without a seed, for their text
+	requests atomic.Uint64 // numbers valid requests, for their unseeded draws
 	metrics  metrics
+	pers     personality
+	truth    *truthWriter // nil unless cfg.GroundTruth is set
 }
 
 // New returns a server for cfg, with defaults applied. It loads the builtin
@@ -49,15 +51,42 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: encode model name: %w", err)
 	}
-	return &Server{
+	pers, err := parsePersonality(cfg.Personality)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err) // validate has caught it already
+	}
+	var timing timingModel = constantTiming{ttft: cfg.TTFT, itl: cfg.ITL}
+	if cfg.Engine != nil {
+		// The engine refuses requests longer than its max_model_len; the
+		// server's own limit, which answers them with a 400 first, is
+		// the one that counts, so the two must agree.
+		ec := *cfg.Engine
+		ec.MaxModelLen = cfg.MaxModelLen
+		et, err := newEngineTiming(ec)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		timing = et
+	}
+	s := &Server{
 		cfg:       cfg,
 		tok:       cfg.Tokenizer,
 		pool:      pool,
-		timing:    constantTiming{ttft: cfg.TTFT, itl: cfg.ITL},
+		timing:    timing,
 		modelJSON: modelJSON,
 		created:   time.Now().Unix(),
-	}, nil
+		metrics:   newMetrics(),
+		pers:      pers,
+	}
+	if cfg.GroundTruth != nil {
+		s.truth = &truthWriter{w: cfg.GroundTruth}
+	}
+	return s, nil
 }
+
+// Close stops the engine's real-time driver. Requests still waiting for
+// tokens fail. A Server that is served by an Instance is closed by it.
+func (s *Server) Close() { s.timing.close() }
 
 // Config returns the configuration the server runs with, defaults and
 // tokenizer resolved, so that a caller can record what it measured against.
@@ -67,6 +96,7 @@ func (s *Server) Config() Config { return s.cfg }
 // rather than an http.ServeMux so that wrong methods and unknown paths get
 // JSON errors in vLLM's shape instead of the mux's plain-text ones.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.setServerHeaders(w.Header())
 	switch r.URL.Path {
 	case "/v1/chat/completions":
 		if allow(w, r, http.MethodPost) {

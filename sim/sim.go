@@ -20,12 +20,22 @@
 // token count of the prompt (the sum over the parts when the prompt is an
 // array of strings, or the number of ids when it is an array of token ids).
 //
-// Every request generates exactly its max_tokens tokens and finishes with
-// finish_reason "length". The text is drawn, with a seeded random generator,
-// from a pool of tokens that each decode to a space and a short lowercase
-// word and encode back to themselves, so that re-tokenizing the generated
-// text gives exactly usage.completion_tokens. A client that measures output
-// by tokenizing what it received therefore agrees with the server.
+// By default every request generates exactly its max_tokens tokens and
+// finishes with finish_reason "length", so that a benchmark gets the lengths
+// it asked for. With Config.EOSMeanTokens set, a request that does not send
+// "ignore_eos": true stops earlier, as a model that samples its
+// end-of-sequence token does: its natural length is drawn at parse time from
+// a geometric distribution with that mean, keyed by Config.Seed and the
+// request's "seed" (or its arrival number), and its output is
+// min(max_tokens, max(min_tokens, natural)) tokens, finishing "stop" when
+// that is short of max_tokens. The same request with the same seed always
+// gets the same length. Usage reports the tokens actually generated.
+//
+// The text is drawn, with a seeded random generator, from a pool of tokens
+// that each decode to a space and a short lowercase word and encode back to
+// themselves, so that re-tokenizing the generated text gives exactly
+// usage.completion_tokens. A client that measures output by tokenizing what
+// it received therefore agrees with the server.
 //
 // # Timing
 //
@@ -37,13 +47,62 @@
 // inter-token latency per request, independent of load. Token k of a request
 // is due at arrival + TTFT + k*ITL, an absolute deadline, so that scheduling
 // jitter does not accumulate over a long stream.
+//
+// # Personalities
+//
+// Clients meet more servers than vLLM, and each has quirks a client must
+// survive. Config.Personality picks the wire format:
+//
+//   - "vllm" (the default): vLLM's chunks, a role chunk with "content":"",
+//     a separate finish chunk, and with include_usage "usage":null on every
+//     chunk before a final usage chunk.
+//   - "llama.cpp": llama-server's chunks (Server: llama.cpp, its key order,
+//     a role chunk with "content":null and no logprobs, "timings" with the
+//     request's actual prefill and decode times, chatcmpl- ids on both
+//     endpoints; the request's model field is ignored). It closes the TCP
+//     connection after every streamed response without announcing it, while
+//     advertising Keep-Alive: a keep-alive client that reuses the connection
+//     fails unless it retries, which Go's transport does for requests with
+//     an Idempotency-Key header.
+//   - "tgi": text-generation-inference's chunks, with several tokens per
+//     event (Config.TokensPerEvent, default 4), the role on every delta and
+//     finish_reason on the last token event. Usage still counts tokens, so
+//     a client that counts events instead of tokens is caught out.
+//
+// # Faults
+//
+// Config.Faults injects failures into a fraction of requests, drawn with a
+// generator keyed by Config.Seed and the request's arrival number, and the
+// X-Sim-Fault request header (FaultHeader) chooses one for a single request,
+// overriding the configuration: a 429 with Retry-After, a 500 or a 503 in
+// OpenAI's error shape; a vLLM error event, a clean truncation or a TCP
+// reset after some tokens; a stall; or headers held back while generation
+// proceeds. Every wait honours the request's context, so that neither a
+// client that gives up nor Instance.Close waits on a fault. Injected faults
+// are counted in /metrics.
+//
+// # Measurement
+//
+// Besides vLLM's gauges and counters, /metrics exposes vLLM's request
+// histograms (time to first token, inter-token latency, end-to-end latency)
+// measured in the handler when the bytes are flushed, and the simulator's
+// own flush lateness: how late each token's write and flush returned against
+// the time the model scheduled it. Server.FlushLateness reads its
+// percentiles, so that a test can check that the host kept up.
+//
+// Config.GroundTruth receives one JSON line per request with the server's
+// own per-token due and flush times (documented on truthRecord in
+// groundtruth.go), so that a client's measurement error can be computed
+// against what the server actually did.
 package sim
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/infermatrix/infermatrix/sim/engine"
 	"github.com/infermatrix/infermatrix/tokenizer"
 )
 
@@ -54,14 +113,20 @@ type Config struct {
 	// field may name. Default "infermatrix-sim".
 	Model string
 	// MaxModelLen is the context limit in tokens: a request's prompt
-	// tokens plus its max_tokens must not exceed it. Default 32768.
+	// tokens plus its max_tokens must not exceed it. Default: the
+	// engine's, or 32768 without one.
 	MaxModelLen int
+	// Engine, when not nil, times tokens with the continuous-batching
+	// engine model of package sim/engine, run in real time. When nil the
+	// server has fixed latencies, TTFT and ITL, whatever the load.
+	Engine *engine.Config
 	// TTFT is the constant time from a request's arrival to its first
-	// token. Default 20ms. Zero selects the default, so a run that wants
-	// effectively no delay sets a nanosecond.
+	// token, without an Engine. Default 20ms. Zero selects the default,
+	// so a run that wants effectively no delay sets a nanosecond.
 	TTFT time.Duration
-	// ITL is the constant gap between consecutive tokens of a request.
-	// Default 5ms; zero selects the default, as for TTFT.
+	// ITL is the constant gap between consecutive tokens of a request,
+	// without an Engine. Default 5ms; zero selects the default, as for
+	// TTFT.
 	ITL time.Duration
 	// DefaultMaxTokens is the output length of a request that sets
 	// neither max_tokens nor max_completion_tokens, capped so that the
@@ -74,6 +139,32 @@ type Config struct {
 	// tokenizer.New("builtin"); New resolves it, because loading can fail
 	// and WithDefaults cannot.
 	Tokenizer tokenizer.Tokenizer
+
+	// Protocol behaviour.
+
+	// Personality is the server whose wire format the simulator
+	// mimics: "vllm" (the default), "llama.cpp" or "tgi". See the
+	// package documentation for what each changes.
+	Personality string
+	// TokensPerEvent is how many tokens each streamed event carries.
+	// Default 4 for "tgi", 1 otherwise.
+	TokensPerEvent int
+	// EOSMeanTokens is the mean of the geometric distribution from
+	// which a request's natural output length is drawn, as if the model
+	// sampled an end-of-sequence token. Zero, the default, disables
+	// EOS: every request runs to its max_tokens, so that a benchmark
+	// gets exactly the lengths it asked for.
+	EOSMeanTokens int
+	// Faults are injected into requests that do not choose their own
+	// with the X-Sim-Fault header: each request draws one rule, or
+	// none, with the rules' probabilities. Their sum must not exceed 1.
+	Faults []FaultRule
+	// GroundTruth, when not nil, receives one JSON line per request as
+	// it ends, with the server's own token times; the format is
+	// documented on truthRecord in groundtruth.go. Each line is one
+	// Write, and writes are serialised, so the writer need not be safe
+	// for concurrent use. Server.GroundTruthErr reports a failed write.
+	GroundTruth io.Writer
 }
 
 // The defaults WithDefaults applies. They stay unexported because Config's
@@ -95,6 +186,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = defaultMaxModelLen
+		if c.Engine != nil {
+			c.MaxModelLen = c.Engine.MaxModelLen
+			if c.MaxModelLen == 0 {
+				c.MaxModelLen = c.Engine.Model.MaxPosition
+			}
+		}
 	}
 	if c.TTFT == 0 {
 		c.TTFT = defaultTTFT
@@ -104,6 +201,24 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DefaultMaxTokens == 0 {
 		c.DefaultMaxTokens = defaultDefaultMaxTokens
+	}
+	if c.Personality == "" {
+		c.Personality = PersonalityVLLM
+	}
+	if c.TokensPerEvent == 0 {
+		c.TokensPerEvent = 1
+		if c.Personality == PersonalityTGI {
+			c.TokensPerEvent = defaultTGITokensPerEvent
+		}
+	}
+	if len(c.Faults) > 0 {
+		// Copy, so that filling defaults does not write to the
+		// caller's slice.
+		faults := make([]FaultRule, len(c.Faults))
+		for i, f := range c.Faults {
+			faults[i] = f.withDefaults()
+		}
+		c.Faults = faults
 	}
 	return c
 }
@@ -124,5 +239,15 @@ func (c Config) validate() error {
 	if c.DefaultMaxTokens < 1 {
 		errs = append(errs, fmt.Errorf("default max tokens %d: must be positive", c.DefaultMaxTokens))
 	}
+	if _, err := parsePersonality(c.Personality); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TokensPerEvent < 1 {
+		errs = append(errs, fmt.Errorf("tokens per event %d: must be positive", c.TokensPerEvent))
+	}
+	if c.EOSMeanTokens < 0 {
+		errs = append(errs, fmt.Errorf("eos mean tokens %d: must not be negative", c.EOSMeanTokens))
+	}
+	errs = append(errs, checkFaultRules(c.Faults)...)
 	return errors.Join(errs...)
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/infermatrix/infermatrix/sim/engine"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/reports"
@@ -221,18 +224,52 @@ func newPlanCmd(stdout io.Writer) *cobra.Command {
 }
 
 func newSimCmd(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
-	var cfg sim.Config
-	var addr string
-	var listenAny bool
+	var (
+		settings  schema.SimSettings
+		ttft, itl time.Duration
+		faults    []string
+		truthPath string
+		addr      string
+		listenAny bool
+	)
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Serve the built-in simulated OpenAI-compatible server",
 		Long: `Sim serves the simulated inference server on its own, for trying clients and
-other tools against it. It binds to loopback unless --listen-any is given.`,
-		Example: `  infermatrix sim --addr 127.0.0.1:8000 --ttft 50ms --itl 10ms
+other tools against it. It binds to loopback unless --listen-any is given.
+
+The server is a continuous-batching engine model of a real model on a real GPU
+(see docs/simulator.md): a preset, with the same settings an experiment's
+server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`,
+		Example: `  infermatrix sim --preset llama-3.1-8b-h100
+  infermatrix sim --preset qwen3-0.6b-h200 --replicas 8 --addr 127.0.0.1:8001
+  infermatrix sim --preset fixed --ttft 50ms --itl 10ms --fault '429; probability=0.05'
   curl -N http://127.0.0.1:8000/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if settings.Preset != schema.PresetFixed && (cmd.Flags().Changed("ttft") || cmd.Flags().Changed("itl")) {
+				return withCode(exitUsage, fmt.Errorf("--ttft and --itl apply to --preset fixed; preset %s models its own latencies", settings.Preset))
+			}
+			settings.TTFT, settings.ITL = schema.Duration(ttft), schema.Duration(itl)
+			cfg, err := runner.BuiltinConfig(settings)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			for _, f := range faults {
+				rule, err := sim.ParseFaultRule(f)
+				if err != nil {
+					return withCode(exitUsage, err)
+				}
+				cfg.Faults = append(cfg.Faults, rule)
+			}
+			if truthPath != "" {
+				f, err := os.Create(truthPath)
+				if err != nil {
+					return withCode(exitRuntime, err)
+				}
+				defer f.Close()
+				cfg.GroundTruth = f
+			}
 			ln, err := sim.Listen(addr, listenAny)
 			if errors.Is(err, sim.ErrNotLoopback) {
 				return withCode(exitUsage, fmt.Errorf("refusing to listen on %s: %w; add --listen-any to serve other hosts (the server has no authentication)", addr, sim.ErrNotLoopback))
@@ -242,9 +279,10 @@ other tools against it. It binds to loopback unless --listen-any is given.`,
 			}
 			inst, err := sim.StartOn(ln, cfg)
 			if err != nil {
-				return withCode(exitRuntime, err)
+				_ = ln.Close()
+				return withCode(exitUsage, err)
 			}
-			fmt.Fprintf(stdout, "serving %s on %s (Ctrl-C to stop)\n", inst.Server.Config().Model, inst.BaseURL)
+			fmt.Fprintf(stdout, "serving %s (preset %s) on %s (Ctrl-C to stop)\n", inst.Server.Config().Model, settings.Preset, inst.BaseURL)
 			<-ctx.Done()
 			if err := inst.Close(); err != nil {
 				return withCode(exitRuntime, err)
@@ -255,11 +293,19 @@ other tools against it. It binds to loopback unless --listen-any is given.`,
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "address to listen on")
 	f.BoolVar(&listenAny, "listen-any", false, "allow a non-loopback address (the server has no authentication)")
-	f.StringVar(&cfg.Model, "model", schema.DefaultSimModel, "model name to serve")
-	f.IntVar(&cfg.MaxModelLen, "max-model-len", schema.DefaultMaxModelLen, "context limit in tokens")
-	f.DurationVar(&cfg.TTFT, "ttft", schema.DefaultSimTTFT, "time to first token")
-	f.DurationVar(&cfg.ITL, "itl", schema.DefaultSimITL, "time between tokens")
-	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the generated text")
+	f.StringVar(&settings.Preset, "preset", schema.DefaultSimPreset, "engine model: "+strings.Join(engine.PresetNames(), ", ")+", or "+schema.PresetFixed)
+	f.StringVar(&settings.Model, "model", "", "model name to serve (default: the preset's)")
+	f.IntVar(&settings.MaxModelLen, "max-model-len", 0, "context limit in tokens (default: the preset's)")
+	f.IntVar(&settings.Replicas, "replicas", 1, "data-parallel engine replicas behind the one port")
+	f.BoolVar(&settings.PhysicsOnly, "physics-only", false, "drop fixed overheads, front end and jitter: step times are exactly the roofline")
+	f.DurationVar(&ttft, "ttft", schema.DefaultSimTTFT, "time to first token (preset fixed)")
+	f.DurationVar(&itl, "itl", schema.DefaultSimITL, "time between tokens (preset fixed)")
+	f.Int64Var(&settings.Seed, "seed", 0, "seed of the text, EOS draws, faults and jitter")
+	f.StringVar(&settings.Personality, "personality", "vllm", "wire format to mimic: vllm, llama.cpp or tgi")
+	f.IntVar(&settings.TokensPerEvent, "tokens-per-event", 0, "tokens per streamed event (default 4 for tgi, 1 otherwise)")
+	f.IntVar(&settings.EOSMeanTokens, "eos-mean-tokens", 0, "mean natural output length for requests without ignore_eos (0: no EOS)")
+	f.StringArrayVar(&faults, "fault", nil, "inject a fault, in X-Sim-Fault syntax plus a probability, e.g. 'reset; after=10; probability=0.01' (repeatable)")
+	f.StringVar(&truthPath, "ground-truth", "", "write each request's token due and flush times to this JSONL file")
 	return cmd
 }
 

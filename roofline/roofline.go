@@ -1,0 +1,222 @@
+// Package roofline is infermatrix's bandwidth math: the published facts about
+// GPUs and model architectures, and the lower bounds they put on an
+// inference engine's step times.
+//
+// It is one package, imported by both the simulated server (sim/engine),
+// whose step-time model is built on these formulas, and by the decision
+// records, which predict a row's TPOT and prefill time with them. Keeping one
+// copy means a simulator run with its fixed overheads switched off
+// (physics_only) lands exactly on the record's prediction, which is what
+// makes the prediction column checkable without a GPU.
+//
+// # Units
+//
+// Bytes, FLOPs, seconds and tokens, as float64 because the quantities span
+// twelve orders of magnitude and the formulas are ratios. FLOP counts follow
+// the usual convention of two FLOPs per multiply-accumulate.
+package roofline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// GPU is one accelerator's published capability. Figures are datasheet
+// peaks: dense (no structured sparsity) tensor throughput, and the memory
+// bandwidth of the HBM or GDDR the weights live in.
+type GPU struct {
+	Name string `json:"name"`
+	// MemoryBytes is the device memory (GB as the vendor counts it, 10^9).
+	MemoryBytes float64 `json:"memory_bytes"`
+	// Bandwidth is the peak memory bandwidth in bytes per second.
+	Bandwidth float64 `json:"bandwidth"`
+	// BF16FLOPs is the dense BF16 tensor-core peak in FLOP/s.
+	BF16FLOPs float64 `json:"bf16_flops"`
+	// FP8FLOPs is the dense FP8 tensor-core peak in FLOP/s; zero where the
+	// GPU has no FP8 tensor cores.
+	FP8FLOPs float64 `json:"fp8_flops"`
+	// Source names the datasheet the figures come from.
+	Source string `json:"source"`
+}
+
+// Model is a decoder-only transformer's architecture, as its config.json
+// gives it.
+type Model struct {
+	Name string `json:"name"`
+	// Params is the parameter count, embeddings included once (a model
+	// with tied embeddings counts the shared matrix once).
+	Params float64 `json:"params"`
+	Layers int     `json:"layers"`
+	// Hidden is the residual width (hidden_size).
+	Hidden int `json:"hidden"`
+	// Heads is the number of query heads; KVHeads the number of key-value
+	// heads (fewer than Heads under grouped-query attention).
+	Heads   int `json:"heads"`
+	KVHeads int `json:"kv_heads"`
+	HeadDim int `json:"head_dim"`
+	Vocab   int `json:"vocab"`
+	// TiedEmbeddings says whether the output projection shares the input
+	// embedding matrix (tie_word_embeddings).
+	TiedEmbeddings bool `json:"tied_embeddings"`
+	// MaxPosition is the longest context the model was trained for
+	// (max_position_embeddings), the default max_model_len.
+	MaxPosition int    `json:"max_position"`
+	Source      string `json:"source"`
+}
+
+// Precision says how many bytes one weight and one KV-cache element take:
+// 2 for BF16 and FP16, 1 for FP8 and INT8.
+type Precision struct {
+	Weight float64 `json:"weight"`
+	KV     float64 `json:"kv"`
+}
+
+// BF16 is the precision of an unquantized checkpoint served as is.
+var BF16 = Precision{Weight: 2, KV: 2}
+
+// Validate reports the fields a formula would divide by or multiply with
+// that are missing, so that an overridden preset fails loudly instead of
+// predicting infinity.
+func (m Model) Validate() error {
+	var errs []error
+	if m.Params <= 0 {
+		errs = append(errs, errors.New("params must be positive"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"heads", m.Heads}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", f.name))
+		}
+	}
+	if m.KVHeads > 0 && m.Heads > 0 && m.Heads%m.KVHeads != 0 {
+		errs = append(errs, fmt.Errorf("heads (%d) must be a multiple of kv_heads (%d)", m.Heads, m.KVHeads))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports the GPU figures the formulas need that are missing.
+func (g GPU) Validate() error {
+	var errs []error
+	if g.MemoryBytes <= 0 {
+		errs = append(errs, errors.New("memory must be positive"))
+	}
+	if g.Bandwidth <= 0 {
+		errs = append(errs, errors.New("bandwidth must be positive"))
+	}
+	if g.BF16FLOPs <= 0 {
+		errs = append(errs, errors.New("bf16 FLOP/s must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// WeightBytes is the size of the weights, which a decode step reads once
+// whatever the batch size: the reason small batches are bandwidth-bound.
+func (m Model) WeightBytes(p Precision) float64 { return m.Params * p.Weight }
+
+// KVBytesPerToken is the KV cache one token occupies: a key and a value
+// vector per layer per KV head, 2 × layers × KV heads × head dim × bytes.
+func (m Model) KVBytesPerToken(p Precision) float64 {
+	return 2 * float64(m.Layers) * float64(m.KVHeads) * float64(m.HeadDim) * p.KV
+}
+
+// LinearFLOPsPerToken is the matrix-multiply work of one token through the
+// whole model, 2 × parameters. It overcounts the embedding lookup, which is
+// a gather rather than a multiply, by 2 × vocab × hidden for untied models;
+// the convention is kept because every published roofline uses it.
+func (m Model) LinearFLOPsPerToken() float64 { return 2 * m.Params }
+
+// AttentionFLOPs is the attention work of computing n new tokens of one
+// sequence whose first cached tokens are already in the KV cache: each new
+// token at position i attends to the cached tokens and the new ones up to
+// itself (causal), and each attended position costs QKᵀ and A·V, 2 × 2 ×
+// heads × head dim FLOPs per layer.
+func (m Model) AttentionFLOPs(cached, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	perPos := 4 * float64(m.Layers) * float64(m.Heads) * float64(m.HeadDim)
+	c, k := float64(cached), float64(n)
+	// Σ_{i=1..n} (c + i) = n·c + n(n+1)/2
+	return perPos * (k*c + k*(k+1)/2)
+}
+
+// Efficiency is the fraction of a GPU's peak an engine achieves: η_bw of
+// memory bandwidth in bandwidth-bound steps and η_f of tensor FLOP/s in
+// compute-bound ones. Measured engines reach roughly 0.7–0.9 and 0.4–0.7.
+type Efficiency struct {
+	Bandwidth float64 `json:"bandwidth"`
+	FLOPs     float64 `json:"flops"`
+}
+
+// DecodeBytes is the memory traffic of one decode step of one sequence whose
+// context (prompt and output so far, the new token included) is context
+// tokens: the weights once, plus that sequence's KV cache.
+func (m Model) DecodeBytes(p Precision, context float64) float64 {
+	return m.WeightBytes(p) + m.KVBytesPerToken(p)*context
+}
+
+// TPOTBound is the time per output token of a single stream decoding at the
+// given context when the step is limited only by memory bandwidth:
+// (weight bytes + KV bytes × context) ÷ (η_bw × bandwidth). It is a lower
+// bound on a real engine's TPOT at batch size one; the decision records'
+// prediction and the simulator's physics-only decode are this number.
+func TPOTBound(m Model, g GPU, p Precision, e Efficiency, context float64) float64 {
+	return m.DecodeBytes(p, context) / (e.Bandwidth * g.Bandwidth)
+}
+
+// DecodeTokensPerSecond is the bandwidth-bound decode rate of one stream,
+// the reciprocal of TPOTBound.
+func DecodeTokensPerSecond(m Model, g GPU, p Precision, e Efficiency, context float64) float64 {
+	return 1 / TPOTBound(m, g, p, e, context)
+}
+
+// PeakFLOPs is the tensor throughput used for prefill at precision p: the
+// FP8 peak when weights are one byte and the GPU has FP8 tensor cores, the
+// BF16 peak otherwise.
+func (g GPU) PeakFLOPs(p Precision) float64 {
+	if p.Weight <= 1 && g.FP8FLOPs > 0 {
+		return g.FP8FLOPs
+	}
+	return g.BF16FLOPs
+}
+
+// PrefillFLOPs is the work of prefilling n prompt tokens after cached tokens
+// of the prompt are already in the KV cache (a prefix-cache hit).
+func (m Model) PrefillFLOPs(cached, n int) float64 {
+	return m.LinearFLOPsPerToken()*float64(n) + m.AttentionFLOPs(cached, n)
+}
+
+// PrefillBound is the compute-bound lower bound on prefilling n tokens in one
+// pass: PrefillFLOPs ÷ (η_f × peak FLOP/s). For prompts of more than a few
+// hundred tokens prefill is compute-bound on every GPU in the catalog, so
+// this bounds time to first token from below, queueing aside.
+func PrefillBound(m Model, g GPU, p Precision, e Efficiency, cached, n int) float64 {
+	return m.PrefillFLOPs(cached, n) / (e.FLOPs * g.PeakFLOPs(p))
+}
+
+// KVCapacity is the number of tokens whose KV cache fits on one GPU after
+// the weights and a reserve (activations, CUDA graphs, the allocator's
+// slack): (utilization × memory − weights − reserve) ÷ KV bytes per token,
+// rounded down to whole blocks of blockSize tokens as paged attention
+// allocates them. It is zero when the weights do not fit.
+func KVCapacity(m Model, g GPU, p Precision, utilization, reserveBytes float64, blockSize int) int {
+	free := utilization*g.MemoryBytes - m.WeightBytes(p) - reserveBytes
+	if free <= 0 || blockSize <= 0 {
+		return 0
+	}
+	blocks := math.Floor(free / (m.KVBytesPerToken(p) * float64(blockSize)))
+	return int(blocks) * blockSize
+}
+
+// MaxConcurrency is how many sequences of the given total length (prompt
+// plus output) fit in a KV capacity at once, each rounded up to whole blocks.
+func MaxConcurrency(capacityTokens, seqTokens, blockSize int) int {
+	if seqTokens <= 0 || blockSize <= 0 {
+		return 0
+	}
+	blocksPerSeq := (seqTokens + blockSize - 1) / blockSize
+	return capacityTokens / blockSize / blocksPerSeq
+}

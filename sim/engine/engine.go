@@ -1,0 +1,616 @@
+// Package engine is the performance model behind infermatrix's simulated
+// server: iteration-level continuous batching as vLLM V1 schedules it, with
+// a paged KV cache, automatic prefix caching, preemption by recomputation,
+// and step times from the roofline of a real model on a real GPU.
+//
+// The package is a discrete-event simulation on a virtual clock. It never
+// sleeps and never reads the wall clock; a caller moves it forward with
+// RunUntil or Step. Tests and the calibration run it as fast as the CPU
+// allows and get bit-identical results from identical inputs; the HTTP
+// server (package sim) drives the same code in real time, sleeping to each
+// event's deadline.
+//
+// # Model
+//
+// Each replica runs one step at a time. A step's batch is chosen as vLLM V1
+// does: running requests first, in admission order, each taking what it
+// needs (one token for a decode, the rest of its prompt for a prefill in
+// progress) up to the step's token budget (MaxNumBatchedTokens), preempting
+// the newest running request when KV blocks run out; then, if nothing was
+// preempted, waiting requests first-come-first-served while MaxNumSeqs,
+// the budget and free blocks allow, starting from their prefix-cache hits.
+//
+// The step takes
+//
+//	T = t0 + t_seq × sequences + max(FLOPs ÷ (η_f × peak), bytes ÷ (η_bw × bandwidth))
+//
+// where FLOPs are 2 × parameters per new token plus causal attention over
+// each sequence's context, and bytes are the weights once plus the KV cache
+// of every scheduled sequence (roofline.Model's formulas). Every sequence
+// that reaches the end of its known tokens in the step emits one token at
+// the step's end.
+//
+// Emitted tokens then pass the front end, one shared queue for all
+// replicas: each step's tokens cost TokenCost + TokenCostPerStream × open
+// streams apiece, served in order. A request's tokens are delivered to the
+// caller when the front end has handled them.
+package engine
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Request is one generation request. The caller fills Prompt, Output and
+// Deliver, submits it, and must not touch it again except through Cluster
+// methods.
+type Request struct {
+	// Prompt holds the prompt's token ids. Only its length and its block
+	// hashes matter; equal ids make equal blocks, so shared prefixes hit.
+	Prompt []int
+	// Output is the number of tokens to generate, at least 1.
+	Output int
+	// Deliver, if set, is called during RunUntil or Step for every output
+	// token as the front end releases it, in order, with the token's
+	// index and the virtual time it is released.
+	Deliver func(k int, at time.Duration)
+
+	id        uint64
+	arrival   time.Duration
+	replica   int
+	hashes    []uint64
+	promptLen int
+	computed  int // tokens whose KV is computed
+	generated int // tokens the engine has emitted
+	delivered int // tokens the front end has released
+	blocks    []int32
+	state     reqState
+	cached    int // prompt tokens found in the prefix cache at last admission
+	preempted int
+	firstAt   time.Duration // engine emission time of token 0
+}
+
+type reqState uint8
+
+const (
+	stateNew reqState = iota
+	stateWaiting
+	stateRunning
+	stateFinished // the engine emitted every token
+	stateCanceled
+)
+
+// Info is what the engine knows about a request, for tests and logs.
+type Info struct {
+	Replica      int
+	CachedTokens int // prompt tokens that hit the prefix cache at its last admission
+	Preemptions  int
+	Generated    int
+	Delivered    int
+}
+
+// Info reports r's progress.
+func (r *Request) Info() Info {
+	return Info{Replica: r.replica, CachedTokens: r.cached, Preemptions: r.preempted, Generated: r.generated, Delivered: r.delivered}
+}
+
+// Stats is a snapshot of the whole deployment, summed over replicas.
+type Stats struct {
+	Running, Waiting int
+	// KVUsage is the mean over replicas of the fraction of KV blocks in
+	// use.
+	KVUsage float64
+	// PrefixQueries and PrefixHits count prompt tokens looked up in the
+	// prefix cache and found there, as vLLM's counters of the same names.
+	PrefixQueries, PrefixHits uint64
+	Preemptions               uint64
+	Steps                     uint64
+	PromptTokens              uint64 // prompt tokens of requests past prefill, cached ones included, as vLLM counts them
+	GenerationTokens          uint64 // tokens emitted by the engines
+	OpenStreams               int    // requests submitted and not yet fully delivered
+	KVCapacityTokens          int    // per replica
+}
+
+// Cluster is a simulated deployment. It is not safe for concurrent use; the
+// real-time server serializes calls with a mutex.
+type Cluster struct {
+	cfg      Config
+	replicas []*replica
+	events   eventQueue
+	now      time.Duration
+	seq      uint64 // event tie-breaker, for determinism
+	nextID   uint64
+	rng      *rand.Rand
+	rr       int // round-robin start for routing ties
+
+	open       int           // requests at the front end (submitted, not fully delivered or canceled)
+	egressFree time.Duration // when the front end finishes its current work
+
+	stats Stats
+
+	// Precomputed step-time constants.
+	weightBytes, kvPerToken, flopsPerToken float64
+	attnPerPos, bwRate, flopRate           float64
+}
+
+type replica struct {
+	idx     int
+	pool    *blockPool
+	waiting []*Request // FIFO; preempted requests go back to the front
+	running []*Request // admission order; the newest is preempted first
+	busy    bool
+	batch   []scheduled // the step in flight
+	spare   []scheduled
+}
+
+type scheduled struct {
+	r      *Request
+	n      int // tokens computed this step
+	before int // tokens already computed
+}
+
+// New returns a cluster for cfg, or the reasons cfg cannot run.
+func New(cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	c := &Cluster{
+		cfg:           cfg,
+		rng:           rand.New(rand.NewPCG(cfg.Seed, 0x5157)),
+		weightBytes:   cfg.Model.WeightBytes(cfg.Precision),
+		kvPerToken:    cfg.Model.KVBytesPerToken(cfg.Precision),
+		flopsPerToken: cfg.Model.LinearFLOPsPerToken(),
+		attnPerPos:    4 * float64(cfg.Model.Layers) * float64(cfg.Model.Heads) * float64(cfg.Model.HeadDim),
+		bwRate:        cfg.Efficiency.Bandwidth * cfg.GPU.Bandwidth,
+		flopRate:      cfg.Efficiency.FLOPs * cfg.GPU.PeakFLOPs(cfg.Precision),
+	}
+	blocks := cfg.KVCapacity() / cfg.BlockSize
+	for i := range cfg.Replicas {
+		c.replicas = append(c.replicas, &replica{idx: i, pool: newBlockPool(blocks, cfg.BlockSize, cfg.PrefixCaching)})
+	}
+	c.stats.KVCapacityTokens = blocks * cfg.BlockSize
+	return c, nil
+}
+
+// Config returns the configuration the cluster runs, defaults applied.
+func (c *Cluster) Config() Config { return c.cfg }
+
+// Now is the virtual time the cluster has reached.
+func (c *Cluster) Now() time.Duration { return c.now }
+
+// Submit hands r to the front end at the current virtual time. The engine
+// sees it RequestLatency later. It panics on a request that cannot be
+// served (no output, or longer than MaxModelLen): the HTTP layer rejects
+// those with a 400 before they get here.
+func (c *Cluster) Submit(r *Request) {
+	if r.state != stateNew {
+		panic("engine: request submitted twice")
+	}
+	if r.Output < 1 || len(r.Prompt)+r.Output > c.cfg.MaxModelLen {
+		panic(fmt.Sprintf("engine: request of %d+%d tokens does not fit max_model_len %d", len(r.Prompt), r.Output, c.cfg.MaxModelLen))
+	}
+	c.nextID++
+	r.id = c.nextID
+	r.arrival = c.now
+	r.promptLen = len(r.Prompt)
+	r.hashes = blockHashes(r.Prompt, c.cfg.BlockSize)
+	r.state = stateWaiting
+	r.replica = -1
+	c.open++
+	c.stats.OpenStreams = c.open
+	at := c.now
+	if !c.cfg.Instant {
+		at += c.cfg.FrontEnd.RequestLatency
+	}
+	c.push(event{at: at, kind: evAdmit, req: r})
+}
+
+// Cancel withdraws r: the client went away. Its KV blocks are freed at once
+// (or when its step in flight ends) and nothing more is delivered.
+func (c *Cluster) Cancel(r *Request) {
+	switch r.state {
+	case stateCanceled:
+		return
+	case stateNew:
+		r.state = stateCanceled
+		return
+	}
+	if r.delivered < r.Output {
+		c.open--
+		c.stats.OpenStreams = c.open
+	}
+	prev := r.state
+	r.state = stateCanceled
+	if r.replica < 0 || prev == stateFinished {
+		return // not routed yet, or the engine is done with it
+	}
+	rep := c.replicas[r.replica]
+	rep.waiting = remove(rep.waiting, r)
+	if prev == stateRunning {
+		rep.running = remove(rep.running, r)
+		if !inBatch(rep.batch, r) {
+			rep.pool.release(r.blocks)
+			r.blocks = r.blocks[:0]
+		}
+		// A request in the step in flight keeps its blocks until the
+		// step ends, as the GPU is still writing them.
+	}
+}
+
+func inBatch(b []scheduled, r *Request) bool {
+	for _, s := range b {
+		if s.r == r {
+			return true
+		}
+	}
+	return false
+}
+
+func remove(list []*Request, r *Request) []*Request {
+	for i, x := range list {
+		if x == r {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// Next reports the time of the next event, if any.
+func (c *Cluster) Next() (time.Duration, bool) {
+	if len(c.events) == 0 {
+		return 0, false
+	}
+	return c.events[0].at, true
+}
+
+// RunUntil processes every event due at or before t and moves the clock to
+// t. Moving backwards is ignored.
+func (c *Cluster) RunUntil(t time.Duration) {
+	for len(c.events) > 0 && c.events[0].at <= t {
+		c.step()
+	}
+	if t > c.now {
+		c.now = t
+	}
+}
+
+// Step processes the next event, moving the clock to it. It reports false
+// when there is none.
+func (c *Cluster) Step() bool {
+	if len(c.events) == 0 {
+		return false
+	}
+	c.step()
+	return true
+}
+
+// Stats returns a snapshot of the deployment.
+func (c *Cluster) Stats() Stats {
+	s := c.stats
+	s.Running, s.Waiting, s.KVUsage = 0, 0, 0
+	for _, rep := range c.replicas {
+		s.Running += len(rep.running)
+		s.Waiting += len(rep.waiting)
+		s.KVUsage += rep.pool.usage()
+	}
+	s.KVUsage /= float64(len(c.replicas))
+	return s
+}
+
+type eventKind uint8
+
+const (
+	evAdmit   eventKind = iota // a request reaches the engine
+	evStepEnd                  // a replica's step ends
+	evDeliver                  // the front end releases a batch of tokens
+)
+
+type event struct {
+	at    time.Duration
+	seq   uint64
+	kind  eventKind
+	req   *Request
+	rep   *replica
+	batch []delivery
+}
+
+type delivery struct {
+	r *Request
+	k int
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = event{}
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (c *Cluster) push(e event) {
+	c.seq++
+	e.seq = c.seq
+	heap.Push(&c.events, e)
+}
+
+func (c *Cluster) step() {
+	e := heap.Pop(&c.events).(event)
+	if e.at > c.now {
+		c.now = e.at
+	}
+	switch e.kind {
+	case evAdmit:
+		if e.req.state == stateCanceled {
+			return
+		}
+		rep := c.route()
+		e.req.replica = rep.idx
+		rep.waiting = append(rep.waiting, e.req)
+		if !rep.busy {
+			c.startStep(rep)
+		}
+	case evStepEnd:
+		c.endStep(e.rep)
+	case evDeliver:
+		c.deliver(e.batch)
+	}
+}
+
+// route picks the replica with the fewest requests, ties broken round-robin,
+// as vLLM's data-parallel front end balances by queue lengths.
+func (c *Cluster) route() *replica {
+	n := len(c.replicas)
+	best := c.replicas[c.rr%n]
+	for i := 1; i < n; i++ {
+		rep := c.replicas[(c.rr+i)%n]
+		if len(rep.waiting)+len(rep.running) < len(best.waiting)+len(best.running) {
+			best = rep
+		}
+	}
+	c.rr = (best.idx + 1) % n
+	return best
+}
+
+// needed is how many tokens r must compute before it can emit its next
+// token: the rest of its prompt and of the tokens it already emitted.
+func needed(r *Request) int { return r.promptLen + r.generated - r.computed }
+
+// blocksFor is the number of blocks holding n tokens.
+func (c *Cluster) blocksFor(n int) int { return (n + c.cfg.BlockSize - 1) / c.cfg.BlockSize }
+
+// schedule picks the next step's batch, as vLLM V1's scheduler does.
+func (c *Cluster) schedule(rep *replica) []scheduled {
+	batch := rep.spare[:0]
+	budget := c.cfg.MaxNumBatchedTokens
+	preempted := false
+	for i := 0; i < len(rep.running) && budget > 0; i++ {
+		r := rep.running[i]
+		n := min(needed(r), budget)
+		if n <= 0 {
+			continue
+		}
+		for {
+			more := c.blocksFor(r.computed+n) - len(r.blocks)
+			var ok bool
+			if r.blocks, ok = rep.pool.alloc(max(more, 0), r.blocks); ok {
+				break
+			}
+			// Out of blocks: preempt the newest running request.
+			victim := rep.running[len(rep.running)-1]
+			rep.running = rep.running[:len(rep.running)-1]
+			c.preempt(rep, victim)
+			preempted = true
+			if victim == r {
+				n = 0
+				break
+			}
+		}
+		if n == 0 {
+			break
+		}
+		batch = append(batch, scheduled{r: r, n: n, before: r.computed})
+		budget -= n
+	}
+	if preempted {
+		return batch
+	}
+	for len(rep.waiting) > 0 && budget > 0 && len(rep.running) < c.cfg.MaxNumSeqs {
+		r := rep.waiting[0]
+		// Prefix-cache lookup: whole blocks only, and never the last
+		// token, which must be computed to sample from.
+		limit := (r.promptLen + r.generated - 1) / c.cfg.BlockSize
+		r.blocks = rep.pool.lookup(r.hashes, limit, r.blocks[:0])
+		r.computed = len(r.blocks) * c.cfg.BlockSize
+		n := min(needed(r), budget)
+		var ok bool
+		if r.blocks, ok = rep.pool.alloc(c.blocksFor(r.computed+n)-len(r.blocks), r.blocks); !ok {
+			// Admission is all or nothing, as vLLM's allocate_slots:
+			// give back the cached blocks the lookup took. First come,
+			// first served: nobody overtakes the head of the queue.
+			rep.pool.release(r.blocks)
+			r.blocks, r.computed = r.blocks[:0], 0
+			break
+		}
+		r.cached = r.computed
+		c.stats.PrefixQueries += uint64(r.promptLen)
+		c.stats.PrefixHits += uint64(r.computed)
+		rep.waiting = rep.waiting[1:]
+		rep.running = append(rep.running, r)
+		r.state = stateRunning
+		batch = append(batch, scheduled{r: r, n: n, before: r.computed})
+		budget -= n
+	}
+	return batch
+}
+
+// preempt returns r to the front of the waiting queue with its KV freed; it
+// will recompute everything, its emitted tokens included, when readmitted.
+func (c *Cluster) preempt(rep *replica, r *Request) {
+	rep.pool.release(r.blocks)
+	r.blocks = r.blocks[:0]
+	r.computed = 0
+	r.state = stateWaiting
+	r.preempted++
+	c.stats.Preemptions++
+	rep.waiting = append([]*Request{r}, rep.waiting...)
+}
+
+func (c *Cluster) startStep(rep *replica) {
+	batch := c.schedule(rep)
+	if len(batch) == 0 {
+		rep.busy = false
+		rep.spare = batch
+		return
+	}
+	rep.busy = true
+	rep.batch = batch
+	c.stats.Steps++
+	c.push(event{at: c.now + c.stepTime(batch), kind: evStepEnd, rep: rep})
+}
+
+// stepTime is the model's core: fixed overheads plus the slower of the
+// step's compute and its memory traffic.
+func (c *Cluster) stepTime(batch []scheduled) time.Duration {
+	if c.cfg.Instant {
+		return 0
+	}
+	flops := 0.0
+	bytes := c.weightBytes
+	for _, s := range batch {
+		n, before := float64(s.n), float64(s.before)
+		flops += c.flopsPerToken*n + c.attnPerPos*(n*before+n*(n+1)/2)
+		bytes += c.kvPerToken * (before + n)
+	}
+	sec := max(flops/c.flopRate, bytes/c.bwRate)
+	sec += c.cfg.StepOverhead.Seconds() + c.cfg.SeqOverhead.Seconds()*float64(len(batch))
+	if c.cfg.Jitter > 0 {
+		s := c.cfg.Jitter
+		sec *= math.Exp(s*c.rng.NormFloat64() - s*s/2)
+	}
+	return time.Duration(math.Round(sec * 1e9))
+}
+
+func (c *Cluster) endStep(rep *replica) {
+	batch := rep.batch
+	rep.batch = nil
+	var out []delivery
+	bs := c.cfg.BlockSize
+	for _, s := range batch {
+		r := s.r
+		if r.state == stateCanceled {
+			rep.pool.release(r.blocks)
+			r.blocks = r.blocks[:0]
+			continue
+		}
+		if r.state != stateRunning || r.computed != s.before {
+			continue // preempted after being scheduled; cannot happen mid-step, kept defensive
+		}
+		wasPrompt := min(r.computed, r.promptLen)
+		r.computed += s.n
+		// Publish newly completed prompt blocks to the prefix cache.
+		for i := wasPrompt / bs; i < min(r.computed, r.promptLen)/bs && i < len(r.hashes); i++ {
+			rep.pool.publish(r.blocks[i], r.hashes[i])
+		}
+		if needed(r) > 0 {
+			continue // a prefill chunk that did not finish the prompt
+		}
+		k := r.generated
+		r.generated++
+		c.stats.GenerationTokens++
+		if k == 0 {
+			r.firstAt = c.now
+			c.stats.PromptTokens += uint64(r.promptLen)
+		}
+		out = append(out, delivery{r, k})
+		if r.generated == r.Output {
+			r.state = stateFinished
+			rep.running = remove(rep.running, r)
+			rep.pool.release(r.blocks)
+			r.blocks = r.blocks[:0]
+		}
+	}
+	rep.spare = batch[:0]
+	if len(out) > 0 {
+		c.egress(out)
+	}
+	c.startStep(rep)
+}
+
+// egress passes a step's tokens through the front end: at once when it is
+// free, after what it is already doing otherwise.
+func (c *Cluster) egress(out []delivery) {
+	fe := c.cfg.FrontEnd
+	if c.cfg.Instant || (fe.TokenCost == 0 && fe.TokenCostPerStream == 0) {
+		c.deliver(out)
+		return
+	}
+	start := max(c.now, c.egressFree)
+	per := fe.TokenCost + time.Duration(c.open)*fe.TokenCostPerStream
+	done := start + time.Duration(len(out))*per
+	c.egressFree = done
+	c.push(event{at: done, kind: evDeliver, batch: out})
+}
+
+func (c *Cluster) deliver(out []delivery) {
+	for _, d := range out {
+		r := d.r
+		if r.state == stateCanceled {
+			continue
+		}
+		r.delivered = d.k + 1
+		if r.delivered == r.Output {
+			c.open--
+			c.stats.OpenStreams = c.open
+		}
+		if r.Deliver != nil {
+			r.Deliver(d.k, c.now)
+		}
+	}
+}
+
+// Unloaded returns the time to first token and the mean time per output
+// token of one request alone on a fresh deployment, without jitter: the
+// floor under every loaded figure, and what a plan estimates durations with.
+func Unloaded(cfg Config, prompt, output int) (ttft, tpot time.Duration, err error) {
+	cfg.Jitter = 0
+	c, err := New(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	if output < 1 || prompt+output > c.cfg.MaxModelLen {
+		return 0, 0, fmt.Errorf("engine: request of %d+%d tokens does not fit max_model_len %d", prompt, output, c.cfg.MaxModelLen)
+	}
+	var first, last time.Duration
+	r := &Request{Prompt: make([]int, prompt), Output: output}
+	for i := range r.Prompt {
+		r.Prompt[i] = i // distinct blocks; the cache is empty anyway
+	}
+	r.Deliver = func(k int, at time.Duration) {
+		if k == 0 {
+			first = at
+		}
+		last = at
+	}
+	c.Submit(r)
+	for c.Step() {
+	}
+	if output > 1 {
+		tpot = (last - first) / time.Duration(output-1)
+	}
+	return first, tpot, nil
+}

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/infermatrix/infermatrix/roofline"
+)
+
+// Preset is a named, documented engine configuration: a catalogued model on
+// a catalogued GPU with vLLM's defaults and the fitted overheads
+// docs/simulator.md explains.
+type Preset struct {
+	Name string
+	// ServedModel is the model id the server answers to by default, the
+	// Hugging Face id vLLM would serve.
+	ServedModel string
+	// Summary says in one line what the preset is for.
+	Summary string
+	Config  Config
+}
+
+func mustModel(name string) roofline.Model {
+	m, ok := roofline.LookupModel(name)
+	if !ok {
+		panic("engine: preset names unknown model " + name)
+	}
+	return m
+}
+
+func mustGPU(name string) roofline.GPU {
+	g, ok := roofline.LookupGPU(name)
+	if !ok {
+		panic("engine: preset names unknown GPU " + name)
+	}
+	return g
+}
+
+// vllmFrontEnd is the API-server cost fitted to the Qwen3-0.6B table
+// (docs/simulator.md): the same single Python process fronts every model.
+var vllmFrontEnd = FrontEnd{
+	RequestLatency:     2 * time.Millisecond,
+	TokenCost:          24 * time.Microsecond,
+	TokenCostPerStream: 19 * time.Nanosecond,
+}
+
+// The presets. Scheduler limits are vLLM 0.11's defaults for the OpenAI API
+// server on a GPU with at least 70 GiB (max_num_seqs 1024,
+// max_num_batched_tokens 8192), gpu_memory_utilization 0.9, block size 16
+// and prefix caching on.
+var presets = []Preset{
+	{
+		Name:        "llama-3.1-8b-h100",
+		ServedModel: "meta-llama/Llama-3.1-8B-Instruct",
+		Summary:     "Llama 3.1 8B Instruct in BF16 on one H100 SXM: a bandwidth-bound decode at about 6.5 ms per token",
+		Config: Config{
+			Model: mustModel("llama-3.1-8b"), GPU: mustGPU("h100-sxm"), Precision: roofline.BF16,
+			Efficiency:  roofline.Efficiency{Bandwidth: 0.8, FLOPs: 0.55},
+			MaxModelLen: 131072, MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
+			GPUMemoryUtilization: 0.9, ReserveBytes: 3e9, BlockSize: 16, PrefixCaching: true,
+			StepOverhead: 500 * time.Microsecond, SeqOverhead: 20 * time.Microsecond,
+			Jitter: 0.02, FrontEnd: vllmFrontEnd, Replicas: 1,
+		},
+	},
+	{
+		Name:        "qwen3-0.6b-h200",
+		ServedModel: "Qwen/Qwen3-0.6B",
+		Summary:     "Qwen3-0.6B in BF16 on one H200: overhead-bound, calibrated to a published vLLM 0.11 table",
+		Config: Config{
+			Model: mustModel("qwen3-0.6b"), GPU: mustGPU("h200"), Precision: roofline.BF16,
+			Efficiency:  roofline.Efficiency{Bandwidth: 0.8, FLOPs: 0.5},
+			MaxModelLen: 40960, MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
+			GPUMemoryUtilization: 0.9, ReserveBytes: 3e9, BlockSize: 16, PrefixCaching: true,
+			StepOverhead: 2880 * time.Microsecond, SeqOverhead: 23 * time.Microsecond,
+			Jitter: 0.02, FrontEnd: vllmFrontEnd, Replicas: 1,
+		},
+	},
+	{
+		Name:        "tiny-fast",
+		ServedModel: "infermatrix-sim",
+		Summary:     "no model delays: every token is ready at once, for measuring the client's own capacity",
+		Config: Config{
+			Model: mustModel("qwen3-0.6b"), GPU: mustGPU("h200"), Precision: roofline.BF16,
+			Efficiency:  roofline.Efficiency{Bandwidth: 1, FLOPs: 1},
+			MaxModelLen: 40960, MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
+			GPUMemoryUtilization: 0.9, ReserveBytes: 3e9, BlockSize: 16, PrefixCaching: true,
+			Replicas: 1, Instant: true,
+		},
+	},
+}
+
+// LookupPreset returns the preset of that name (case-insensitive).
+func LookupPreset(name string) (Preset, bool) {
+	for _, p := range presets {
+		if strings.EqualFold(p.Name, name) {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// Presets returns every preset.
+func Presets() []Preset { return slices.Clone(presets) }
+
+// PresetNames lists the presets' names, for enums and hints.
+func PresetNames() []string {
+	out := make([]string, len(presets))
+	for i, p := range presets {
+		out[i] = p.Name
+	}
+	return out
+}
