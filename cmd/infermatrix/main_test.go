@@ -235,18 +235,18 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		"| H1 | Eight concurrent users get at least four times the output throughput of one.",
 		"| **supported** |",
 		"| `single_user` | interactive | pass |",
-		"| `sweep/c=32` | goodput | pass |",
+		"| `sweep/c=64` | goodput | pass |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("decision.md lacks %q", want)
 		}
 	}
-	for _, row := range []string{"single_user", "busy_chat", "arrivals", "sweep/c=2", "sweep/c=8", "sweep/c=32"} {
+	for _, row := range []string{"single_user", "busy_chat", "arrivals", "sweep/c=4", "sweep/c=16", "sweep/c=64"} {
 		if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(row) + "` \\|.*\\| ✅ pass \\|$").MatchString(md) {
 			t.Errorf("workload matrix has no passing line for %s", row)
 		}
 	}
-	for _, f := range []string{"manifest.json", "summary.json", "summary.csv", "decision.json", "experiment.yaml", "experiment.yaml.sha256", "rows/sweep/c=8/requests.jsonl"} {
+	for _, f := range []string{"manifest.json", "summary.json", "summary.csv", "decision.json", "experiment.yaml", "experiment.yaml.sha256", "rows/sweep/c=16/requests.jsonl"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
