@@ -191,13 +191,19 @@ type engineClock struct {
 	req    *engine.Request
 	notify chan struct{}
 	closed bool // admitted after the server stopped
-	// Guarded by t.mu.
+	// mu guards due. It is the clock's own lock, not t.mu, so that a
+	// hundred handlers woken by one step do not queue on the lock the
+	// driver holds while it wakes them.
+	mu  sync.Mutex
 	due []time.Duration // virtual release time of each delivered token
 }
 
-// deliver is the engine's callback, run under t.mu.
+// deliver is the engine's callback, run by whoever advances the engine
+// (under t.mu).
 func (c *engineClock) deliver(k int, at time.Duration) {
+	c.mu.Lock()
 	c.due = append(c.due, at)
+	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
 	default:
@@ -209,13 +215,13 @@ func (c *engineClock) wait(ctx context.Context, k int) (time.Time, error) {
 		return time.Now(), errServerClosed
 	}
 	for {
-		c.t.mu.Lock()
+		c.mu.Lock()
 		if k < len(c.due) {
 			due := c.t.epoch.Add(c.due[k])
-			c.t.mu.Unlock()
+			c.mu.Unlock()
 			return due, nil
 		}
-		c.t.mu.Unlock()
+		c.mu.Unlock()
 		select {
 		case <-c.notify:
 		case <-ctx.Done():
@@ -231,7 +237,10 @@ func (c *engineClock) release() {
 		return
 	}
 	c.t.mu.Lock()
-	if len(c.due) < c.req.Output {
+	c.mu.Lock()
+	done := len(c.due) >= c.req.Output
+	c.mu.Unlock()
+	if !done {
 		c.t.cluster.Cancel(c.req)
 	}
 	c.t.mu.Unlock()

@@ -23,7 +23,7 @@ func TestCalibrationQwen3H200(t *testing.T) {
 	got := map[int]loadResult{}
 	for _, row := range published {
 		window := 60 * time.Second
-		if testing.Short() {
+		if testing.Short() || raceEnabled {
 			window = 20 * time.Second
 		}
 		r := closedLoop(t, cfg, row.users, 1000, 500, 15*time.Second, window)

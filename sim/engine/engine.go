@@ -32,8 +32,8 @@
 //
 // Emitted tokens then pass the front end, one shared queue for all
 // replicas: each step's tokens cost TokenCost + TokenCostPerStream × open
-// streams apiece, served in order. A request's tokens are delivered to the
-// caller when the front end has handled them.
+// streams apiece, served one at a time in order. Each token is delivered to
+// the caller when the front end has handled it.
 package engine
 
 import (
@@ -551,19 +551,24 @@ func (c *Cluster) endStep(rep *replica) {
 	c.startStep(rep)
 }
 
-// egress passes a step's tokens through the front end: at once when it is
-// free, after what it is already doing otherwise.
+// egress passes a step's tokens through the front end: one at a time, in
+// the step's order, each released to its client when the front end has
+// handled it, as an API server's output loop hands each request its output
+// in turn. The front end starts on the step when it has finished what it
+// was doing.
 func (c *Cluster) egress(out []delivery) {
 	fe := c.cfg.FrontEnd
 	if c.cfg.Instant || (fe.TokenCost == 0 && fe.TokenCostPerStream == 0) {
 		c.deliver(out)
 		return
 	}
-	start := max(c.now, c.egressFree)
+	at := max(c.now, c.egressFree)
 	per := fe.TokenCost + time.Duration(c.open)*fe.TokenCostPerStream
-	done := start + time.Duration(len(out))*per
-	c.egressFree = done
-	c.push(event{at: done, kind: evDeliver, batch: out})
+	for i := range out {
+		at += per
+		c.push(event{at: at, kind: evDeliver, batch: out[i : i+1 : i+1]})
+	}
+	c.egressFree = at
 }
 
 func (c *Cluster) deliver(out []delivery) {
