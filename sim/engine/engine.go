@@ -37,7 +37,6 @@
 package engine
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -129,7 +128,8 @@ type Cluster struct {
 	open       int           // requests at the front end (submitted, not fully delivered or canceled)
 	egressFree time.Duration // when the front end finishes its current work
 
-	stats Stats
+	stats  Stats
+	outBuf []delivery // a step's emitted tokens, reused when delivered at once
 
 	// Precomputed step-time constants.
 	weightBytes, kvPerToken, flopsPerToken float64
@@ -323,33 +323,65 @@ type delivery struct {
 	k int
 }
 
+// eventQueue is a binary min-heap ordered by time, then by push order. It
+// is written out rather than built on container/heap, whose interface
+// boxes every event in an allocation: the tiny-fast preset pushes one per
+// step.
 type eventQueue []event
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
+func (q eventQueue) less(i, j int) bool {
 	if q[i].at != q[j].at {
 		return q[i].at < q[j].at
 	}
 	return q[i].seq < q[j].seq
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = event{}
-	*q = old[:len(old)-1]
-	return e
+
+func (q *eventQueue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (q *eventQueue) pop() event {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = event{}
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h.less(l, m) {
+			m = l
+		}
+		if r < len(h) && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }
 
 func (c *Cluster) push(e event) {
 	c.seq++
 	e.seq = c.seq
-	heap.Push(&c.events, e)
+	c.events.push(e)
 }
 
 func (c *Cluster) step() {
-	e := heap.Pop(&c.events).(event)
+	e := c.events.pop()
 	if e.at > c.now {
 		c.now = e.at
 	}
@@ -508,7 +540,7 @@ func (c *Cluster) stepTime(batch []scheduled) time.Duration {
 func (c *Cluster) endStep(rep *replica) {
 	batch := rep.batch
 	rep.batch = nil
-	var out []delivery
+	out := c.outBuf[:0]
 	bs := c.cfg.BlockSize
 	for _, s := range batch {
 		r := s.r
@@ -546,7 +578,11 @@ func (c *Cluster) endStep(rep *replica) {
 	}
 	rep.spare = batch[:0]
 	if len(out) > 0 {
-		c.egress(out)
+		if c.egress(out) {
+			c.outBuf = out[:0] // delivered already: reuse it
+		} else {
+			c.outBuf = nil // events hold it until the front end is done
+		}
 	}
 	c.startStep(rep)
 }
@@ -556,11 +592,12 @@ func (c *Cluster) endStep(rep *replica) {
 // handled it, as an API server's output loop hands each request its output
 // in turn. The front end starts on the step when it has finished what it
 // was doing.
-func (c *Cluster) egress(out []delivery) {
+// It reports whether the tokens were delivered at once.
+func (c *Cluster) egress(out []delivery) bool {
 	fe := c.cfg.FrontEnd
 	if c.cfg.Instant || (fe.TokenCost == 0 && fe.TokenCostPerStream == 0) {
 		c.deliver(out)
-		return
+		return true
 	}
 	at := max(c.now, c.egressFree)
 	per := fe.TokenCost + time.Duration(c.open)*fe.TokenCostPerStream
@@ -569,6 +606,7 @@ func (c *Cluster) egress(out []delivery) {
 		c.push(event{at: at, kind: evDeliver, batch: out[i : i+1 : i+1]})
 	}
 	c.egressFree = at
+	return false
 }
 
 func (c *Cluster) deliver(out []delivery) {
