@@ -414,3 +414,47 @@ rows:
 		t.Errorf("cancelled %v, then %v; want the same requests both times", a, b)
 	}
 }
+
+// TestBuiltinEngineGroundTruth runs rows against an engine preset with the
+// ground-truth log on: the server's log lands in the run directory with one
+// line per request, and its token counts agree with the client's records.
+func TestBuiltinEngineGroundTruth(t *testing.T) {
+	p := plan(t, `server: {target: builtin, sim: {preset: qwen3-0.6b-h200, ground_truth: true}}
+defaults: {input_tokens: 64, output_tokens: 12, warmup: 1, body: {ignore_eos: true}}
+rows:
+  - {id: a, requests: 10, concurrency: 4}
+`)
+	res, err := Run(context.Background(), p, Options{Out: filepath.Join(t.TempDir(), "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(res.Dir.Path, rundir.SimGroundTruthFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	recs := records(t, res.Dir, "a")
+	if len(lines) != len(recs) {
+		t.Fatalf("%d ground-truth lines for %d records", len(lines), len(recs))
+	}
+	serverTokens, clientTokens := 0, 0
+	for _, l := range lines {
+		var g struct {
+			OutputTokens int     `json:"output_tokens"`
+			FlushNs      []int64 `json:"flush_ns"`
+		}
+		if err := json.Unmarshal([]byte(l), &g); err != nil {
+			t.Fatal(err)
+		}
+		if len(g.FlushNs) != g.OutputTokens {
+			t.Errorf("line has %d flush times for %d tokens", len(g.FlushNs), g.OutputTokens)
+		}
+		serverTokens += g.OutputTokens
+	}
+	for _, r := range recs {
+		clientTokens += r.OutputTokens.Client
+	}
+	if serverTokens != clientTokens || serverTokens != 11*12 {
+		t.Errorf("server flushed %d tokens, client counted %d, want %d", serverTokens, clientTokens, 11*12)
+	}
+}

@@ -3,11 +3,15 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // engineConfig is a fast engine preset for HTTP tests: Qwen3-0.6B's step of
@@ -145,4 +149,37 @@ func TestEngineCancelFrees(t *testing.T) {
 	resp.Body.Close()
 	waitForMetric(t, inst.BaseURL, "vllm:num_requests_running", "0.0")
 	waitForMetric(t, inst.BaseURL, "vllm:kv_cache_usage_perc", "0.0")
+}
+
+// TestEngineOpenAIClient reads an engine-timed stream with go-openai, the
+// interop check for the engine path.
+func TestEngineOpenAIClient(t *testing.T) {
+	inst := startSim(t, engineConfig(t))
+	stream, err := openaiClient(inst).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+		Model:         inst.Server.Config().Model,
+		Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Name three whales."}},
+		MaxTokens:     16,
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var usage *openai.Usage
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if resp.Usage != nil {
+			usage = resp.Usage
+		}
+	}
+	if usage == nil || usage.CompletionTokens != 16 {
+		t.Errorf("usage %+v", usage)
+	}
 }

@@ -53,6 +53,12 @@ func TestExitCodes(t *testing.T) {
 			[]string{`no row "gird"`, "did you mean `grid`?"}},
 		{"sim off loopback", []string{"sim", "--addr", "0.0.0.0:0"}, exitUsage,
 			[]string{"not a loopback address", "--listen-any"}},
+		{"sim unknown preset", []string{"sim", "--preset", "gpt-5-b300", "--addr", "127.0.0.1:0"}, exitUsage,
+			[]string{`unknown simulator preset "gpt-5-b300"`, "llama-3.1-8b-h100"}},
+		{"sim ttft with an engine", []string{"sim", "--ttft", "5ms", "--addr", "127.0.0.1:0"}, exitUsage,
+			[]string{"--ttft and --itl apply to --preset fixed"}},
+		{"sim bad fault", []string{"sim", "--fault", "teapot", "--addr", "127.0.0.1:0"}, exitUsage,
+			[]string{`unknown fault kind "teapot"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
