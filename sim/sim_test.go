@@ -489,15 +489,7 @@ func TestHeadersBeforeFirstToken(t *testing.T) {
 // metricValue scrapes one sample's value from /metrics.
 func metricValue(t *testing.T, baseURL, name string) string {
 	t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(baseURL, "/v1") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrape(t, baseURL)
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, name+"{") {
 			return line[strings.LastIndexByte(line, ' ')+1:]
