@@ -56,6 +56,10 @@ func TestEngineServesStreams(t *testing.T) {
 	if got := metricValue(t, inst.BaseURL, "vllm:generation_tokens_total"); got != "30.0" {
 		t.Errorf("generation tokens %s, want 30.0", got)
 	}
+	// An empty prompt gets vLLM's 400: an engine has nothing to sample
+	// from.
+	empty := post(t, inst.BaseURL+"/completions", map[string]any{"prompt": "", "max_tokens": 1})
+	checkError(t, empty, http.StatusBadRequest, "BadRequestError", "The decoder prompt cannot be empty")
 	// A prompt beyond the engine's limit gets vLLM's 400, not a panic.
 	long := post(t, inst.BaseURL+"/completions", map[string]any{"prompt": make([]int, 40960), "max_tokens": 1})
 	if long.StatusCode != http.StatusBadRequest {

@@ -117,12 +117,15 @@ func (t *engineTiming) run() {
 			}
 		}
 		// Spin out the rest, yielding so that handlers writing the last
-		// step's tokens are not starved.
+		// step's tokens are not starved. A wakeup means an admission may
+		// have scheduled an earlier event: start over.
+	spin:
 		for time.Now().Before(deadline) {
 			select {
 			case <-t.done:
 				return
 			case <-t.wake:
+				break spin
 			default:
 			}
 			runtime.Gosched()
@@ -145,22 +148,30 @@ func (t *engineTiming) adapt(remaining time.Duration) {
 func (t *engineTiming) admit(a admission) tokenClock {
 	ec := &engineClock{t: t, notify: make(chan struct{}, 1)}
 	ec.req = &engine.Request{Prompt: a.prompt, Output: a.output, Deliver: ec.deliver}
-	t.mu.Lock()
-	if t.stopped {
-		t.mu.Unlock()
+	if !t.submit(ec.req) {
 		ec.closed = true
 		return ec
 	}
+	t.kick()
+	return ec
+}
+
+// submit hands r to the engine at the current time, reporting false when
+// the server has stopped.
+func (t *engineTiming) submit(r *engine.Request) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
 	now := time.Now()
 	t.advance(now)
-	t.cluster.Submit(ec.req)
+	t.cluster.Submit(r)
 	// A request with no front-end latency reaches the engine at once,
 	// and an idle replica starts its step now rather than at the
 	// driver's next wakeup.
 	t.advance(now)
-	t.mu.Unlock()
-	t.kick()
-	return ec
+	return true
 }
 
 func (t *engineTiming) stats() modelStats {
@@ -237,11 +248,11 @@ func (c *engineClock) release() {
 		return
 	}
 	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
 	c.mu.Lock()
 	done := len(c.due) >= c.req.Output
 	c.mu.Unlock()
 	if !done {
 		c.t.cluster.Cancel(c.req)
 	}
-	c.t.mu.Unlock()
 }

@@ -167,6 +167,10 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 		}
 	}
 	prompt := len(ids)
+	if prompt == 0 {
+		// vLLM's message; an engine has nothing to sample from.
+		return parsedRequest{}, badRequest("The decoder prompt cannot be empty")
+	}
 
 	p := parsedRequest{
 		promptTokens: prompt,
