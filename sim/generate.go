@@ -308,6 +308,9 @@ func (s *Server) strikeStream(ctx context.Context, w http.ResponseWriter, g *gen
 func (s *Server) finished(g *generation, last time.Duration) {
 	g.status = statusOK
 	s.metrics.e2e.observe(last)
+	if n := g.req.maxTokens; n > 1 && !g.firstAt.IsZero() {
+		s.metrics.tpot.observe((last - g.firstAt.Sub(g.arrival)) / time.Duration(n-1))
+	}
 	if g.req.finishReason == "stop" {
 		s.metrics.successStop.Add(1)
 	} else {

@@ -25,6 +25,9 @@ type metrics struct {
 	// The request-level histograms vLLM exposes, measured in the handler
 	// when the bytes are flushed, from the request's arrival.
 	ttft, itl, e2e *histogram
+	// tpot is per request, (last − first token) ÷ (tokens − 1): the
+	// figure a client's TPOT compares with.
+	tpot *histogram
 	// flushLateness is the simulator's own: how late each token's flush
 	// returned against the time the model scheduled the token.
 	flushLateness *histogram
@@ -51,6 +54,7 @@ func newMetrics() metrics {
 		ttft:          newHistogram(ttftBuckets...),
 		itl:           newHistogram(itlBuckets...),
 		e2e:           newHistogram(e2eBuckets...),
+		tpot:          newHistogram(itlBuckets...),
 		flushLateness: newHistogram(latenessBuckets...),
 	}
 }
@@ -112,6 +116,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 	b = appendHistogram(b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", model, m.ttft)
 	b = appendHistogram(b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model, m.itl)
 	b = appendHistogram(b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", model, m.e2e)
+	b = appendHistogram(b, "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", model, m.tpot)
 
 	b = appendHistogram(b, "infermatrix_sim:flush_lateness_seconds",
 		"Host-side lateness of each token flush against the time the model scheduled it.", model, m.flushLateness)

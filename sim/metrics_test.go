@@ -111,20 +111,21 @@ func TestMetricsExposition(t *testing.T) {
 
 	types, samples := parseExposition(t, scrape(t, inst.BaseURL))
 	for name, want := range map[string]string{
-		"vllm:num_requests_running":              "gauge",
-		"vllm:num_requests_waiting":              "gauge",
-		"vllm:kv_cache_usage_perc":               "gauge",
-		"vllm:prefix_cache_queries_total":        "counter",
-		"vllm:prefix_cache_hits_total":           "counter",
-		"vllm:num_preemptions_total":             "counter",
-		"vllm:prompt_tokens_total":               "counter",
-		"vllm:generation_tokens_total":           "counter",
-		"vllm:request_success_total":             "counter",
-		"vllm:time_to_first_token_seconds":       "histogram",
-		"vllm:inter_token_latency_seconds":       "histogram",
-		"vllm:e2e_request_latency_seconds":       "histogram",
-		"infermatrix_sim:flush_lateness_seconds": "histogram",
-		"infermatrix_sim:faults_injected_total":  "counter",
+		"vllm:num_requests_running":                  "gauge",
+		"vllm:num_requests_waiting":                  "gauge",
+		"vllm:kv_cache_usage_perc":                   "gauge",
+		"vllm:prefix_cache_queries_total":            "counter",
+		"vllm:prefix_cache_hits_total":               "counter",
+		"vllm:num_preemptions_total":                 "counter",
+		"vllm:prompt_tokens_total":                   "counter",
+		"vllm:generation_tokens_total":               "counter",
+		"vllm:request_success_total":                 "counter",
+		"vllm:time_to_first_token_seconds":           "histogram",
+		"vllm:inter_token_latency_seconds":           "histogram",
+		"vllm:e2e_request_latency_seconds":           "histogram",
+		"vllm:request_time_per_output_token_seconds": "histogram",
+		"infermatrix_sim:flush_lateness_seconds":     "histogram",
+		"infermatrix_sim:faults_injected_total":      "counter",
 	} {
 		if types[name] != want {
 			t.Errorf("%s has type %q, want %s", name, types[name], want)
@@ -138,10 +139,11 @@ func TestMetricsExposition(t *testing.T) {
 	for name, want := range map[string]struct {
 		count, firstLE, lastLE string
 	}{
-		"vllm:time_to_first_token_seconds":       {fmt.Sprint(requests), "0.001", "2560.0"},
-		"vllm:inter_token_latency_seconds":       {fmt.Sprint(streams*(tokens-1) + 3), "0.01", "80.0"},
-		"vllm:e2e_request_latency_seconds":       {fmt.Sprint(requests), "0.3", "7680.0"},
-		"infermatrix_sim:flush_lateness_seconds": {fmt.Sprint(streams * tokens), "0.00001", "0.1"},
+		"vllm:time_to_first_token_seconds":           {fmt.Sprint(requests), "0.001", "2560.0"},
+		"vllm:inter_token_latency_seconds":           {fmt.Sprint(streams*(tokens-1) + 3), "0.01", "80.0"},
+		"vllm:e2e_request_latency_seconds":           {fmt.Sprint(requests), "0.3", "7680.0"},
+		"vllm:request_time_per_output_token_seconds": {fmt.Sprint(requests), "0.01", "80.0"},
+		"infermatrix_sim:flush_lateness_seconds":     {fmt.Sprint(streams * tokens), "0.00001", "0.1"},
 	} {
 		buckets, les, count, sum := histogramOf(samples, name)
 		if fmt.Sprint(count) != want.count {
