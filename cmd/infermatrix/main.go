@@ -40,7 +40,13 @@ func (e *exitError) Unwrap() error { return e.err }
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
 
 func main() {
-	ctx, stop := interruptContext()
+	// Only a run has requests in flight to finish; other commands just
+	// stop.
+	first := "\ninterrupted: stopping (Ctrl-C again to exit now)"
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		first = "\ninterrupted: finishing up; requests in flight get their grace period (Ctrl-C again to exit now)"
+	}
+	ctx, stop := interruptContext(first)
 	defer stop()
 	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -50,13 +56,13 @@ func main() {
 // write every record. A second signal exits at once: the records already
 // written stay intact, because each was written whole when its request
 // ended.
-func interruptContext() (context.Context, context.CancelFunc) {
+func interruptContext(first string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		fmt.Fprintln(os.Stderr, "\ninterrupted: finishing up; requests in flight get their grace period (Ctrl-C again to exit now)")
+		fmt.Fprintln(os.Stderr, first)
 		cancel()
 		<-sigs
 		fmt.Fprintln(os.Stderr, "exiting now; records written so far are on disk")
