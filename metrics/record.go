@@ -77,6 +77,13 @@ type Record struct {
 	// Events are the arrival times of the events carrying generated text,
 	// stamped when their bytes were read and before JSON decoding.
 	Events []int64 `json:"events,omitempty"`
+	// EventTokens holds, for each of Events, the client tokenizer's count
+	// of that event's own text: 1 for a server that streams token by
+	// token, more for one that batches (TGI), 0 for an event whose bytes
+	// complete no token. Counting each event alone can differ by a token
+	// from counting the whole text at once, where BPE merges across event
+	// boundaries; OutputTokens.Client is the whole-text count.
+	EventTokens []int32 `json:"event_tokens,omitempty"`
 }
 
 // Error says why a request failed.

@@ -311,15 +311,8 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
 			rr.fail(err)
 			return
 		}
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-rr.stopped:
-				return
-			case <-timer.C:
-			}
+		if !sleepUntil(ctx, rr.stopped, timer, due) {
+			return
 		}
 		t, ok := rr.take(due)
 		if !ok {
