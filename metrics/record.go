@@ -67,7 +67,10 @@ type Record struct {
 	LastTokenNS   int64 `json:"last_token_ns,omitempty"` // last event carrying generated text
 	EndNS         int64 `json:"end_ns"`                  // the response ended: [DONE], end of body, or the error
 
-	Status       int    `json:"status,omitempty"`
+	Status int `json:"status,omitempty"`
+	// ResponseID is the id the server gave its response ("chatcmpl-..."),
+	// to find the request in the server's own logs.
+	ResponseID   string `json:"response_id,omitempty"`
 	Error        *Error `json:"error,omitempty"`
 	FinishReason string `json:"finish_reason,omitempty"`
 

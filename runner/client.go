@@ -180,25 +180,6 @@ func (t *connTrace) copyTo(rec *metrics.Record) {
 	}
 }
 
-// streamChunk holds the fields of a streamed chunk that the metrics use,
-// and both error shapes servers send mid-stream: OpenAI's {"error": {...}}
-// and vLLM's {"object": "error", "message": ...}.
-type streamChunk struct {
-	Object  string `json:"object"`
-	Message string `json:"message"`
-	Choices []struct {
-		Delta struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
-		} `json:"delta"`
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *openai.Usage   `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
 var doneMarker = []byte("[DONE]")
 
 func (c *client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
@@ -237,9 +218,11 @@ func drain(body io.ReadCloser) {
 // stream ended with [DONE].
 func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
 	sr := newSSEReader(body, time.Now)
-	var text strings.Builder
+	var text []byte
+	var bounds []int32 // len(text) after each text event, for EventTokens
 	var usage *openai.Usage
 	usageAt := -1 // how many text events preceded the usage
+	var ch chunkFields
 	for !done {
 		ev, err := sr.next()
 		if err != nil {
@@ -263,31 +246,35 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: snippet(data)}
 			break
 		}
-		var ch streamChunk
-		if err := json.Unmarshal(data, &ch); err != nil {
+		if err := ch.decode(data); err != nil {
 			rec.EndNS = off
 			rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: fmt.Sprintf("bad JSON in stream: %v: %s", err, snippet(data))}
 			break
 		}
-		if len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null")) || ch.Object == "error" {
+		if ch.hasError || string(ch.object) == "error" {
 			rec.EndNS = off
 			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: errorText(data)}
 			break
 		}
+		if rec.ResponseID == "" && len(ch.id) > 0 {
+			rec.ResponseID = string(ch.id)
+		}
 		carried := false
-		for _, choice := range ch.Choices {
-			content := choice.Delta.Content + choice.Text
-			reasoning := choice.Delta.ReasoningContent + choice.Delta.Reasoning
-			if content != "" || reasoning != "" {
+		for i := range ch.choices {
+			choice := &ch.choices[i]
+			hasContent := len(choice.deltaContent)+len(choice.text) > 0
+			if hasContent || len(choice.reasoningContent)+len(choice.reasoning) > 0 {
 				carried = true
-				text.WriteString(reasoning)
-				text.WriteString(content)
+				text = append(text, choice.reasoningContent...)
+				text = append(text, choice.reasoning...)
+				text = append(text, choice.deltaContent...)
+				text = append(text, choice.text...)
 			}
-			if content != "" && rec.FirstOutputNS == 0 {
+			if hasContent && rec.FirstOutputNS == 0 {
 				rec.FirstOutputNS = off
 			}
-			if choice.FinishReason != nil && *choice.FinishReason != "" {
-				rec.FinishReason = *choice.FinishReason
+			if choice.hasFinish && len(choice.finish) > 0 {
+				rec.FinishReason = string(choice.finish)
 			}
 		}
 		if carried {
@@ -296,9 +283,11 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			}
 			rec.LastTokenNS = off
 			rec.Events = append(rec.Events, off)
+			bounds = append(bounds, int32(len(text)))
 		}
-		if ch.Usage != nil {
-			usage, usageAt = ch.Usage, len(rec.Events)
+		if ch.usage != nil {
+			u := *ch.usage
+			usage, usageAt = &u, len(rec.Events)
 		}
 	}
 	if usage != nil && usageAt < len(rec.Events) {
@@ -310,8 +299,23 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	if done && len(rec.Events) == 0 && usage == nil {
 		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: "the stream carried no generated text and no usage"}
 	}
-	c.countOutput(rec, text.String(), usage)
+	c.countOutput(rec, string(text), usage)
+	c.countEvents(rec, text, bounds)
 	return done
+}
+
+// countEvents fills EventTokens: each event's own text counted alone. It
+// runs after the stream has ended, off the timing path.
+func (c *client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
+	if len(bounds) == 0 {
+		return
+	}
+	rec.EventTokens = make([]int32, len(bounds))
+	prev := int32(0)
+	for i, b := range bounds {
+		rec.EventTokens[i] = int32(c.tok.Count(string(text[prev:b])))
+		prev = b
+	}
 }
 
 func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
