@@ -67,6 +67,18 @@ type Record struct {
 	LastTokenNS   int64 `json:"last_token_ns,omitempty"` // last event carrying generated text
 	EndNS         int64 `json:"end_ns"`                  // the response ended: [DONE], end of body, or the error
 
+	// FirstChoiceNS and LastChoiceNS are the first and last events of a
+	// stream with a non-empty choices array, text or not: an empty role
+	// chunk or a finish chunk counts. UsageNS is the event that carried
+	// the usage the record's server counts come from. Infermatrix's own
+	// metrics never read them; they are where vLLM's benchmark fires TTFT
+	// and ends E2E, for report.semantics: vllm (docs/metrics.md). A record
+	// without them (zero while FirstTokenNS is set) was written by a client
+	// that did not stamp them, and vLLM's figures fall back to text events.
+	FirstChoiceNS int64 `json:"first_choice_ns,omitempty"`
+	LastChoiceNS  int64 `json:"last_choice_ns,omitempty"`
+	UsageNS       int64 `json:"usage_ns,omitempty"`
+
 	Status int `json:"status,omitempty"`
 	// ResponseID is the id the server gave its response ("chatcmpl-..."),
 	// to find the request in the server's own logs.
@@ -85,7 +97,9 @@ type Record struct {
 	// token, more for one that batches (TGI), 0 for an event whose bytes
 	// complete no token. Counting each event alone can differ by a token
 	// from counting the whole text at once, where BPE merges across event
-	// boundaries; OutputTokens.Client is the whole-text count.
+	// boundaries; OutputTokens.Client is the whole-text count. It is
+	// empty when the output count equals the number of events: one token
+	// per event, the common case, recorded without counting each event.
 	EventTokens []int32 `json:"event_tokens,omitempty"`
 }
 

@@ -136,6 +136,9 @@ func (s *chunkScanner) ws() {
 }
 
 func (s *chunkScanner) peek() byte {
+	if s.i < len(s.data) && s.data[s.i] > ' ' {
+		return s.data[s.i] // no whitespace, the usual case in compact JSON
+	}
 	s.ws()
 	if s.i >= len(s.data) {
 		return 0

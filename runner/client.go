@@ -305,9 +305,12 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 }
 
 // countEvents fills EventTokens: each event's own text counted alone. It
-// runs after the stream has ended, off the timing path.
+// runs after the stream has ended, off the timing path. When the output
+// token count equals the number of events, every event carried one token
+// (events without text are not events here), and EventTokens stays empty
+// to say so without tokenizing every event again.
 func (c *client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
-	if len(bounds) == 0 {
+	if len(bounds) == 0 || rec.OutputTokens.Count() == len(bounds) {
 		return
 	}
 	rec.EventTokens = make([]int32, len(bounds))
