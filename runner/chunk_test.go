@@ -16,7 +16,7 @@ type decodedChunk struct {
 
 type decodedChoice struct {
 	DeltaContent, Text, ReasoningContent, Reasoning, Finish string
-	HasFinish                                           bool
+	HasFinish                                               bool
 }
 
 func view(f *chunkFields) decodedChunk {
