@@ -35,6 +35,26 @@ type RowEnv struct {
 	Errors       ErrorEnv   `expr:"errors"`
 	Requests     Requests   `expr:"requests"`
 	WindowS      float64    `expr:"window_s"`
+	SelfCheck    SelfEnv    `expr:"self_check"`
+	Tokens       TokensEnv  `expr:"tokens"`
+}
+
+// SelfEnv exposes the client self-check, so a rule can refuse a row the
+// client may have limited: "!self_check.client_bound", or
+// "self_check.measurement_error_ms < 0.1 * itl.p50".
+type SelfEnv struct {
+	ClientBound        bool    `expr:"client_bound"`
+	CPU                float64 `expr:"cpu"` // fraction of the client's cores
+	MeasurementErrorMS float64 `expr:"measurement_error_ms"`
+}
+
+// TokensEnv exposes the token-length check: the signed relative
+// differences of the server's counts from the requested lengths, and the
+// flag.
+type TokensEnv struct {
+	Mismatch   bool    `expr:"mismatch"`
+	InputDiff  float64 `expr:"input_diff"`
+	OutputDiff float64 `expr:"output_diff"`
 }
 
 // ErrorEnv exposes error counts by class as fields, so that a misspelled
@@ -67,6 +87,9 @@ func NewRowEnv(s *RowSummary) RowEnv {
 		Requests:   s.Requests,
 		WindowS:    s.WindowS,
 		Errors:     ErrorEnv{Total: s.Errors.Total, Ratio: s.Errors.Ratio},
+		SelfCheck: SelfEnv{ClientBound: s.SelfCheck.ClientBound, CPU: s.SelfCheck.ClientCPU,
+			MeasurementErrorMS: s.SelfCheck.MeasurementErrorMS},
+		Tokens: TokensEnv{Mismatch: s.Tokens.Mismatch, InputDiff: s.Tokens.Input.Diff, OutputDiff: s.Tokens.Output.Diff},
 	}
 	by := s.Errors.ByClass
 	e.Errors.Connect, e.Errors.HTTP, e.Errors.Stream = by[ErrConnect], by[ErrHTTP], by[ErrStream]

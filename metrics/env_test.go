@@ -93,3 +93,27 @@ func TestRowNames(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfCheckAndTokenNames: rules can read the client self-check and the
+// token-length check.
+func TestSelfCheckAndTokenNames(t *testing.T) {
+	s := &RowSummary{
+		SelfCheck: SelfCheck{ClientCPU: 0.4, MeasurementErrorMS: 0.2},
+		Tokens:    TokenCheck{Mismatch: true, Input: LengthCheck{Diff: 0.08}, Output: LengthCheck{Diff: -0.01}},
+	}
+	for src, want := range map[string]bool{
+		"!self_check.client_bound && self_check.cpu < 0.9 && self_check.measurement_error_ms < 1": true,
+		"tokens.mismatch":                 true,
+		"tokens.input_diff > 0.05":        true,
+		"abs(tokens.output_diff) <= 0.05": true,
+		"self_check.cpu >= 0.9":           false,
+	} {
+		p, probs := CompileRow(src)
+		if len(probs) > 0 {
+			t.Fatalf("CompileRow(%q) = %+v", src, probs)
+		}
+		if got, err := p.Run(NewRowEnv(s)); got != want || err != nil {
+			t.Errorf("%s = %v, %v; want %v", src, got, err, want)
+		}
+	}
+}

@@ -69,12 +69,12 @@ type Record struct {
 
 	// FirstChoiceNS and LastChoiceNS are the first and last events of a
 	// stream with a non-empty choices array, text or not: an empty role
-	// chunk or a finish chunk counts. UsageNS is the event that carried
-	// the usage the record's server counts come from. Infermatrix's own
-	// metrics never read them; they are where vLLM's benchmark fires TTFT
-	// and ends E2E, for report.semantics: vllm (docs/metrics.md). A record
-	// without them (zero while FirstTokenNS is set) was written by a client
-	// that did not stamp them, and vLLM's figures fall back to text events.
+	// chunk or a finish chunk counts. UsageNS is the last event with usage
+	// and no choices (a usage-only chunk). Infermatrix's own metrics never
+	// read them; they are where vLLM's benchmark fires TTFT and ends E2E,
+	// for report.semantics: vllm (docs/metrics.md). A record without them
+	// (zero while FirstTokenNS is set) was written by a client that did not
+	// stamp them, and vLLM's figures fall back to text events.
 	FirstChoiceNS int64 `json:"first_choice_ns,omitempty"`
 	LastChoiceNS  int64 `json:"last_choice_ns,omitempty"`
 	UsageNS       int64 `json:"usage_ns,omitempty"`
@@ -148,11 +148,20 @@ func (r *Record) EndToEndNS() int64 {
 // per output token after the first. ok is false when it is undefined: not
 // streamed, or fewer than two output tokens.
 func (r *Record) TPOTms() (v float64, ok bool) {
-	n := r.OutputTokens.Count()
-	if !r.Stream || n < 2 || r.FirstTokenNS == 0 {
+	if !r.Stream {
 		return 0, false
 	}
-	return float64(r.EndToEndNS()-r.FirstTokenNS) / 1e6 / float64(n-1), true
+	return tpotMS(r.EndToEndNS(), r.FirstTokenNS, r.OutputTokens.Count())
+}
+
+// tpotMS is the TPOT formula, for every semantics: the decode time after
+// the first token over the tokens after it. ok is false without a first
+// token or with fewer than two tokens.
+func tpotMS(e2e, ttft int64, n int) (v float64, ok bool) {
+	if ttft == 0 || n < 2 {
+		return 0, false
+	}
+	return float64(e2e-ttft) / 1e6 / float64(n-1), true
 }
 
 // MaxGapMS is the largest gap between consecutive text events, in ms, the

@@ -16,12 +16,18 @@ const (
 
 // Summary is the whole run's summary.json.
 type Summary struct {
-	Format      string       `json:"format"`
-	Experiment  string       `json:"experiment"`
-	Interrupted bool         `json:"interrupted,omitempty"`
-	Percentiles []float64    `json:"percentiles"`
-	SLO         SLO          `json:"slo"`
-	Rows        []RowSummary `json:"rows"`
+	Format      string    `json:"format"`
+	Experiment  string    `json:"experiment"`
+	Interrupted bool      `json:"interrupted,omitempty"`
+	Percentiles []float64 `json:"percentiles"`
+	SLO         SLO       `json:"slo"`
+	// Semantics names whose metric definitions every row's summary
+	// follows (SemInfermatrix when empty, as in summaries written before
+	// the setting existed); SemanticsNotes says where they depart from
+	// that tool or keep infermatrix's.
+	Semantics      string       `json:"semantics"`
+	SemanticsNotes []string     `json:"semantics_notes,omitempty"`
+	Rows           []RowSummary `json:"rows"`
 }
 
 // Row returns the summary of the row with this id, or nil.
@@ -63,11 +69,22 @@ type RowSummary struct {
 	Goodput    Goodput    `json:"goodput"`
 	Errors     Errors     `json:"errors"`
 	SelfCheck  SelfCheck  `json:"self_check"`
+	// Tokens compares the lengths the row asked for with the server's.
+	Tokens TokenCheck `json:"tokens"`
+	// Timeslices are the row over time, always by infermatrix's
+	// definitions.
+	Timeslices Timeslices `json:"timeslices"`
+	// Semantics repeats the run's, so a row's own summary.json says what
+	// its numbers mean; SemanticsNotes are this row's departures from it,
+	// such as records lacking what it needs.
+	Semantics      string   `json:"semantics,omitempty"`
+	SemanticsNotes []string `json:"semantics_notes,omitempty"`
 }
 
-// SelfCheck says whether the client offered the load the row asked for. A
-// benchmark client that falls behind its own schedule measures itself, not
-// the server; these figures make that visible instead of silent.
+// SelfCheck says whether the client offered the load the row asked for,
+// and how much its own load may have blurred what it measured. A benchmark
+// client that falls behind its own schedule, or stamps events late, measures
+// itself, not the server; these figures make that visible instead of silent.
 type SelfCheck struct {
 	// For open-loop rows: the rate asked for, the rate of the arrival
 	// schedule actually drawn (a finite random sample), and the rate
@@ -78,10 +95,95 @@ type SelfCheck struct {
 	// DispatchLag is how late each open-loop request left the client
 	// against its schedule, queue time excluded, in ms.
 	DispatchLag Dist `json:"dispatch_lag_ms"`
+
+	// ClientCPU is the client process's CPU use during the row: user plus
+	// system CPU seconds (CPUSeconds) over the row's wall time, as a
+	// fraction of the Cores the process may run on (GOMAXPROCS). A client
+	// near saturation stamps events late, whatever its dispatch lag says.
+	ClientCPU  float64 `json:"client_cpu,omitempty"`
+	CPUSeconds float64 `json:"client_cpu_s,omitempty"`
+	Cores      int     `json:"cores,omitempty"`
+	// HostCPU is the whole machine's CPU use over the row (Linux only).
+	// Other processes competing for the cores delay the client in ways
+	// its own figures do not show; a note says so from CPUSaturation on,
+	// without flagging the row, since a busy machine delays the client
+	// only when both want a core at once.
+	HostCPU float64 `json:"host_cpu,omitempty"`
+	// MeasurementErrorMS estimates how late the client may stamp an event
+	// after its bytes reached the process: the clock's resolution
+	// (ClockResolutionMS) plus the p99 time a goroutine waited to run
+	// during the row (SchedDelayP99MS). docs/metrics.md says what it
+	// leaves out.
+	MeasurementErrorMS float64 `json:"measurement_error_ms,omitempty"`
+	ClockResolutionMS  float64 `json:"clock_resolution_ms,omitempty"`
+	SchedDelayP99MS    float64 `json:"sched_delay_p99_ms,omitempty"`
+	// SharedWithServer is set when the built-in server ran in the client's
+	// process: the CPU use and scheduling delay include the server's.
+	SharedWithServer bool `json:"shared_with_server,omitempty"`
+
 	// ClientBound is set when the client may have limited the measurement;
-	// Notes say why.
+	// Notes say why, or warn of a busy machine.
 	ClientBound bool     `json:"client_bound,omitempty"`
 	Notes       []string `json:"notes,omitempty"`
+}
+
+// CPUSaturation is the CPU use, as a fraction of the client's cores, from
+// which a row is flagged client-bound. Beyond it runnable goroutines queue
+// for a core, and a stamp taken by a goroutine that waited is late by the
+// wait.
+const CPUSaturation = 0.9
+
+// ClientLoad is what the runner measured of its own process around a row,
+// for the self-check.
+type ClientLoad struct {
+	CPUSeconds  float64 // user + system CPU time of the process
+	WallSeconds float64 // the row's wall time
+	Cores       int     // GOMAXPROCS; 0 where the CPU time could not be read
+	// ClockResolutionNS is the smallest step the monotonic clock showed.
+	ClockResolutionNS float64
+	// SchedDelayP99NS is the p99 time goroutines spent runnable before
+	// running during the row (runtime/metrics /sched/latencies:seconds).
+	SchedDelayP99NS float64
+	// SharedWithServer is set when the built-in server ran in the same
+	// process, so that its CPU and its goroutines count too.
+	SharedWithServer bool
+	// HostCPU is the whole machine's CPU use over the row, a fraction of
+	// its CPUs; 0 where it cannot be read (it comes from Linux's
+	// /proc/stat).
+	HostCPU float64
+}
+
+// TokenMismatchLimit is the relative difference between the lengths a row
+// asked for and the server's count beyond which the row is flagged.
+const TokenMismatchLimit = 0.05
+
+// TokenCheck compares the input and output lengths a row asked for with
+// what the server reported in its usage. A row whose lengths differ
+// measures another workload than it says: a chat template's tokens on
+// short prompts, outputs stopping at EOS without ignore_eos, a server
+// counting with another tokenizer.
+type TokenCheck struct {
+	Input  LengthCheck `json:"input"`
+	Output LengthCheck `json:"output"`
+	// Mismatch is set when either side's mean differs by more than
+	// TokenMismatchLimit; Notes say which, or that a side had no usage.
+	Mismatch bool     `json:"mismatch,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// LengthCheck is one side of a TokenCheck, over the successful measured
+// requests with both a requested length and the server's count.
+type LengthCheck struct {
+	Requests      int     `json:"requests"`
+	RequestedMean float64 `json:"requested_mean,omitempty"`
+	ServerMean    float64 `json:"server_mean,omitempty"`
+	// Diff is (Σ server − Σ requested) ÷ Σ requested: the signed relative
+	// difference of the means.
+	Diff float64 `json:"diff"`
+	// Over counts requests whose own difference exceeds the limit either
+	// way, which a mean can hide when some are long and some short.
+	Over     int  `json:"over"`
+	Mismatch bool `json:"mismatch,omitempty"`
 }
 
 // Requests counts the row's requests by outcome.
@@ -143,33 +245,89 @@ type Options struct {
 	// RequestedRate is an open-loop row's rate, for the self-check; 0 for
 	// other rows.
 	RequestedRate float64
+	// Semantics names whose definitions the summary follows; empty means
+	// SemInfermatrix. API is the server's ("chat" or "completions"), which
+	// vLLM's definitions depend on.
+	Semantics string
+	API       string
+	// Timeslice is the width of the timeslices in ns; 0 means a second.
+	Timeslice int64
 }
 
 // Aggregator builds one row's summary from its records as they arrive. It
 // keeps every sample (see Dist); memory grows by a few dozen bytes per
-// request plus eight per streamed event.
+// request plus eight per streamed event, and the timeslices by at most
+// MaxTimeslices slots.
 type Aggregator struct {
 	opts    Options
+	sem     string
 	reqs    Requests
 	errs    map[string]int
 	first   int64 // earliest dispatch of a measured request, ns since row start
 	last    int64 // latest end of a measured request
 	anyMeas bool
+	// okFirst and okLast bound the successful requests, from start to
+	// E2E end: AIPerf's benchmark duration.
+	okFirst, okLast int64
 
 	ttft, ttfo, ttst, itl, tpot, e2e, queue, in, out []float64
 	perUser                                          []float64
 	inSum, outSum                                    int64
 	good, goodBase                                   int
 
+	slices           *slicer
+	inLen, outLen    lengthAcc
+	fallback, noIn   int // requests whose figures the semantics could not take as defined
+	streamed, noText int // successful streams, and those of them without any text
+
 	lag                   []float64
 	firstSched, lastSched int64
 	lastDispatchNS        int64 // the earliest dispatch is first
+	load                  *ClientLoad
+}
+
+// lengthAcc accumulates one side of the token check.
+type lengthAcc struct {
+	n, over           int
+	requested, server int64
+}
+
+func (l *lengthAcc) add(t Tokens) {
+	if t.Server == nil || t.Requested <= 0 {
+		return
+	}
+	l.n++
+	l.requested += int64(t.Requested)
+	l.server += int64(*t.Server)
+	if d := *t.Server - t.Requested; float64(max(d, -d)) > TokenMismatchLimit*float64(t.Requested) {
+		l.over++
+	}
+}
+
+func (l *lengthAcc) check() LengthCheck {
+	c := LengthCheck{Requests: l.n, Over: l.over}
+	if l.n == 0 {
+		return c
+	}
+	c.RequestedMean = float64(l.requested) / float64(l.n)
+	c.ServerMean = float64(l.server) / float64(l.n)
+	c.Diff = round6(float64(l.server-l.requested) / float64(l.requested))
+	c.Mismatch = c.Diff > TokenMismatchLimit || c.Diff < -TokenMismatchLimit
+	return c
 }
 
 // NewAggregator starts an empty row summary.
 func NewAggregator(opts Options) *Aggregator {
-	return &Aggregator{opts: opts, errs: map[string]int{}}
+	sem := opts.Semantics
+	if sem == "" {
+		sem = SemInfermatrix
+	}
+	return &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, slices: newSlicer(opts.Timeslice)}
 }
+
+// SetClientLoad records what the runner measured of its own process
+// during the row, for the self-check.
+func (a *Aggregator) SetClientLoad(l ClientLoad) { a.load = &l }
 
 // Add folds in one record. Warmup records are only counted.
 func (a *Aggregator) Add(r *Record) {
@@ -195,6 +353,7 @@ func (a *Aggregator) Add(r *Record) {
 	if a.opts.RequestedRate > 0 {
 		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
 	}
+	a.slices.add(r)
 	if !r.OK() {
 		a.reqs.Failed++
 		if r.Canceled() {
@@ -208,62 +367,104 @@ func (a *Aggregator) Add(r *Record) {
 	a.reqs.Completed++
 	a.goodBase++
 	a.queue = append(a.queue, ms(r.QueueNS))
+	a.inLen.add(r.InputTokens)
+	a.outLen.add(r.OutputTokens)
 
-	in, out := r.InputTokens.Count(), r.OutputTokens.Count()
-	a.inSum += int64(in)
-	a.outSum += int64(out)
-	a.in = append(a.in, float64(in))
-	a.out = append(a.out, float64(out))
-	e2e := ms(r.EndToEndNS())
+	v := measure(a.sem, a.opts.API, r)
+	if v.fallback {
+		a.fallback++
+	}
+	if v.hasIn {
+		a.inSum += int64(v.in)
+		a.in = append(a.in, float64(v.in))
+	} else {
+		a.noIn++
+	}
+	a.outSum += int64(v.out)
+	a.out = append(a.out, float64(v.out))
+	e2e := ms(v.e2e)
 	a.e2e = append(a.e2e, e2e)
-	if r.Stream && r.FirstTokenNS > 0 {
-		a.ttft = append(a.ttft, ms(r.FirstTokenNS))
+	if a.reqs.Completed == 1 {
+		a.okFirst, a.okLast = r.StartNS, r.StartNS+v.e2e
+	}
+	a.okFirst, a.okLast = min(a.okFirst, r.StartNS), max(a.okLast, r.StartNS+v.e2e)
+	if r.Stream {
+		a.streamed++
+		if len(r.Events) == 0 {
+			a.noText++
+		}
+	}
+	if v.ttft > 0 {
+		a.ttft = append(a.ttft, ms(v.ttft))
 	}
 	if r.Stream && r.FirstOutputNS > 0 {
 		a.ttfo = append(a.ttfo, ms(r.FirstOutputNS))
 	}
 	if len(r.Events) >= 2 {
 		a.ttst = append(a.ttst, ms(r.Events[1]-r.Events[0]))
-		for i := 1; i < len(r.Events); i++ {
-			a.itl = append(a.itl, ms(r.Events[i]-r.Events[i-1]))
+	}
+	switch a.sem {
+	case SemVLLM:
+		vllmGaps(r, a.addITL)
+	case SemAIPerf:
+		if v.hasTPOT {
+			a.itl = append(a.itl, v.tpot)
+		}
+	default:
+		eventGaps(r.Events, a.addITL)
+	}
+	if v.hasTPOT {
+		a.tpot = append(a.tpot, v.tpot)
+		if v.tpot > 0 {
+			a.perUser = append(a.perUser, 1000/v.tpot)
 		}
 	}
-	tpot, hasTPOT := r.TPOTms()
-	if hasTPOT {
-		a.tpot = append(a.tpot, tpot)
-		if tpot > 0 {
-			a.perUser = append(a.perUser, 1000/tpot)
-		}
-	}
-	if a.meetsSLO(r, e2e, tpot, hasTPOT) {
+	if a.meetsSLO(r, v) {
 		a.good++
 	}
 }
 
-// meetsSLO applies every set objective. A non-streamed response has no
-// separate first token, so its TTFT objective is judged on end-to-end
-// latency: that is when its reader sees the first word.
-func (a *Aggregator) meetsSLO(r *Record, e2e, tpot float64, hasTPOT bool) bool {
+func (a *Aggregator) addITL(ns int64) { a.itl = append(a.itl, ms(ns)) }
+
+// meetsSLO applies every set objective as the semantics defines goodput.
+//
+// Infermatrix's: a non-streamed response has no separate first token, so
+// its TTFT objective is judged on end-to-end latency (that is when its
+// reader sees the first word); a request with fewer than two tokens has no
+// TPOT and meets that objective; the ITL objective bounds the request's
+// largest gap. vLLM's is the same but for ITL, which its --goodput does not
+// take. AIPerf's counts a metric the request lacks as a miss, and judges
+// both TPOT and ITL objectives on its inter_token_latency.
+func (a *Aggregator) meetsSLO(r *Record, v measured) bool {
 	s := a.opts.SLO
+	e2e := ms(v.e2e)
+	if a.sem == SemAIPerf {
+		switch {
+		case s.TTFTms > 0 && (v.ttft == 0 || ms(v.ttft) > s.TTFTms):
+			return false
+		case (s.TPOTms > 0 || s.ITLms > 0) && !v.hasTPOT:
+			return false
+		case s.TPOTms > 0 && v.tpot > s.TPOTms, s.ITLms > 0 && v.tpot > s.ITLms:
+			return false
+		}
+		return s.E2Ems == 0 || e2e <= s.E2Ems
+	}
 	if s.TTFTms > 0 {
 		ttft := e2e
-		if r.Stream && r.FirstTokenNS > 0 {
-			ttft = ms(r.FirstTokenNS)
+		if v.ttft > 0 {
+			ttft = ms(v.ttft)
 		}
 		if ttft > s.TTFTms {
 			return false
 		}
 	}
-	if s.TPOTms > 0 && hasTPOT && tpot > s.TPOTms {
+	if s.TPOTms > 0 && v.hasTPOT && v.tpot > s.TPOTms {
 		return false
 	}
-	if s.ITLms > 0 && r.MaxGapMS() > s.ITLms {
+	if s.ITLms > 0 && a.sem == SemInfermatrix && r.MaxGapMS() > s.ITLms {
 		return false
 	}
-	if s.E2Ems > 0 && e2e > s.E2Ems {
-		return false
-	}
-	return true
+	return s.E2Ems == 0 || e2e <= s.E2Ems
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -287,9 +488,17 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 			InputTokens:  NewDist(a.in, x),
 			OutputTokens: NewDist(a.out, x),
 		},
+		Semantics: a.sem,
 	}
 	if a.anyMeas {
 		s.WindowS = float64(a.last-a.first) / 1e9
+		s.Timeslices = a.slices.summary(a.first, a.last)
+	}
+	if a.sem == SemAIPerf {
+		s.WindowS = 0
+		if a.reqs.Completed > 0 {
+			s.WindowS = float64(a.okLast-a.okFirst) / 1e9
+		}
 	}
 	if s.WindowS > 0 {
 		w := s.WindowS
@@ -309,8 +518,12 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		s.Throughput.OutputTokensPerSU = sum / float64(len(a.perUser))
 	}
 	s.Goodput.Good = a.good
-	if a.goodBase > 0 {
-		s.Goodput.Ratio = float64(a.good) / float64(a.goodBase)
+	goodBase := a.goodBase
+	if a.sem == SemAIPerf {
+		goodBase = a.reqs.Sent // good_request_fraction: good ÷ (valid + errors)
+	}
+	if goodBase > 0 {
+		s.Goodput.Ratio = float64(a.good) / float64(goodBase)
 	}
 	s.Errors.Total = a.reqs.Failed - a.reqs.Canceled
 	if n := a.reqs.Sent - a.reqs.Canceled; n > 0 {
@@ -320,17 +533,59 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		s.Errors.ByClass = a.errs
 	}
 	s.SelfCheck = a.selfCheck()
+	s.Tokens = a.tokenCheck()
+	s.SemanticsNotes = a.semanticsNotes()
 	return s
 }
 
-// selfCheck compares what the client dispatched with what it scheduled.
+// semanticsNotes says where this row's records did not carry what the
+// semantics needs.
+func (a *Aggregator) semanticsNotes() []string {
+	var notes []string
+	if a.fallback > 0 {
+		notes = append(notes, fmt.Sprintf(
+			"%d of %d successful requests have no choice-chunk stamps (first_choice_ns, last_choice_ns): their vLLM TTFT, ITL and E2E are taken at text events, which equals vLLM's when the server sends its role chunk with the first token and nothing with choices after the last",
+			a.fallback, a.reqs.Completed))
+	}
+	if a.noIn > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d successful requests have no client count of their prompt: left out of input_tokens and the token throughputs", a.noIn, a.reqs.Completed))
+	}
+	if a.sem == SemAIPerf && a.noText > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d successful streams carried no text: AIPerf would count them as errors; here they stay successes", a.noText, a.streamed))
+	}
+	return notes
+}
+
+// tokenCheck flags a row whose lengths differ from the server's by more
+// than TokenMismatchLimit on average, either side.
+func (a *Aggregator) tokenCheck() TokenCheck {
+	c := TokenCheck{Input: a.inLen.check(), Output: a.outLen.check()}
+	for _, side := range []struct {
+		name string
+		l    LengthCheck
+	}{{"input", c.Input}, {"output", c.Output}} {
+		switch {
+		case a.reqs.Completed > 0 && side.l.Requests == 0:
+			c.Notes = append(c.Notes, fmt.Sprintf("no %s lengths checked: the server reported no usage", side.name))
+		case side.l.Mismatch:
+			c.Mismatch = true
+			c.Notes = append(c.Notes, fmt.Sprintf("%s: the server counted %.1f tokens on average against %.1f requested (%+.1f%%, limit ±%g%%); %d of %d requests differ by more than the limit",
+				side.name, side.l.ServerMean, side.l.RequestedMean, 100*side.l.Diff, 100*TokenMismatchLimit, side.l.Over, side.l.Requests))
+		}
+	}
+	return c
+}
+
+// selfCheck compares what the client dispatched with what it scheduled,
+// and reports the client's own load.
 //
 // The client is flagged as the possible bottleneck when its p99 dispatch
 // lag exceeds 1 ms or a tenth of the mean gap between arrivals, whichever
-// is larger: below that, lateness is small beside the arrival process
-// itself.
+// is larger (below that, lateness is small beside the arrival process
+// itself), or when its process used CPUSaturation of its cores or more.
 func (a *Aggregator) selfCheck() SelfCheck {
 	c := SelfCheck{DispatchLag: NewDist(a.lag, a.opts.Percentiles)}
+	a.clientLoad(&c)
 	if a.opts.RequestedRate <= 0 {
 		return c
 	}
@@ -350,4 +605,33 @@ func (a *Aggregator) selfCheck() SelfCheck {
 			c.DispatchLag.P99, limit, c.AchievedRate, c.ScheduledRate))
 	}
 	return c
+}
+
+// clientLoad fills in the CPU use and the measurement error estimate.
+func (a *Aggregator) clientLoad(c *SelfCheck) {
+	l := a.load
+	if l == nil {
+		return
+	}
+	c.ClockResolutionMS = round6(l.ClockResolutionNS / 1e6)
+	c.SchedDelayP99MS = round6(l.SchedDelayP99NS / 1e6)
+	c.MeasurementErrorMS = round6((l.ClockResolutionNS + l.SchedDelayP99NS) / 1e6)
+	if l.Cores > 0 && l.WallSeconds > 0 {
+		c.Cores = l.Cores
+		c.CPUSeconds = round6(l.CPUSeconds)
+		c.ClientCPU = round6(l.CPUSeconds / (l.WallSeconds * float64(l.Cores)))
+	}
+	if c.ClientCPU >= CPUSaturation {
+		c.ClientBound = true
+		c.Notes = append(c.Notes, fmt.Sprintf(
+			"the client's process used %.0f%% of its %d cores (limit %.0f%%): goroutines queued for a core, and the operating system's own scheduling delay, which the measurement error does not include, grows too",
+			100*c.ClientCPU, l.Cores, 100*CPUSaturation))
+	}
+	c.SharedWithServer = l.SharedWithServer
+	c.HostCPU = round6(l.HostCPU)
+	if c.HostCPU >= CPUSaturation && !c.ClientBound {
+		c.Notes = append(c.Notes, fmt.Sprintf(
+			"the machine's CPUs were %.0f%% busy during the row, this process included: where other processes compete for the cores, the client's stamps are delayed in ways the measurement error does not show",
+			100*c.HostCPU))
+	}
 }

@@ -45,7 +45,8 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
 		}
 	}
 	header = append(header, "requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s",
-		"output_tokens_per_s_per_user", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio")
+		"output_tokens_per_s_per_user", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio",
+		"semantics", "client_bound", "client_cpu", "measurement_error_ms", "input_tokens_diff", "output_tokens_diff", "tokens_mismatch")
 	if err := cw.Write(header); err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
@@ -79,6 +80,19 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
 		t, g := rs.Throughput, rs.Goodput
 		rec = append(rec, f(t.RequestsPerS), f(t.OutputTokensPerS), f(t.InputTokensPerS), f(t.TotalTokensPerS),
 			f(t.OutputTokensPerSU), f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
+		// Figures that were not measured are empty, as for metrics
+		// without samples.
+		opt := func(v float64, measured bool) string {
+			if !measured {
+				return ""
+			}
+			return f(v)
+		}
+		c, tk := rs.SelfCheck, rs.Tokens
+		rec = append(rec, rs.Semantics, strconv.FormatBool(c.ClientBound),
+			opt(c.ClientCPU, c.Cores > 0), opt(c.MeasurementErrorMS, c.MeasurementErrorMS > 0),
+			opt(tk.Input.Diff, tk.Input.Requests > 0), opt(tk.Output.Diff, tk.Output.Requests > 0),
+			strconv.FormatBool(tk.Mismatch))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv: %w", err)
 		}

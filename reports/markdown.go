@@ -77,7 +77,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.printf("\n")
 
 	m.printf("## Results\n\n")
-	m.printf("Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md.\n\n")
+	m.printf("Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md, %s.\n\n", semanticsText(sum.Semantics))
 	m.printf("| Row | OK / sent | TTFT | TPOT | ITL | E2E | Req/s | Output tok/s | Tok/s per user | Goodput | Errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
@@ -106,6 +106,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	if !sum.SLO.IsZero() {
 		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", sloText(sum.SLO))
 	}
+	m.semanticsNotes(sum)
 
 	m.selfCheck(sum)
 
@@ -153,34 +154,119 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	return m.err
 }
 
-// selfCheck writes how well the client kept to each open-loop row's
-// schedule. Closed-loop rows have no schedule to keep.
-func (m *mdWriter) selfCheck(sum *metrics.Summary) {
+// semanticsText names the definitions a summary follows, for the sentence
+// that points to them.
+func semanticsText(sem string) string {
+	switch sem {
+	case metrics.SemVLLM:
+		return "**semantics `vllm`**: as `vllm bench serve` defines them"
+	case metrics.SemAIPerf:
+		return "**semantics `aiperf`**: as NVIDIA AIPerf defines them with its default options"
+	}
+	return "semantics `infermatrix`"
+}
+
+// semanticsNotes lists where a tool's semantics departs from the tool or
+// keeps infermatrix's definitions, and each row's records that lacked what
+// it needs. A reader comparing with that tool's output needs every one.
+func (m *mdWriter) semanticsNotes(sum *metrics.Summary) {
 	var rows []*metrics.RowSummary
 	for i := range sum.Rows {
-		if sum.Rows[i].SelfCheck.RequestedRate > 0 {
+		if len(sum.Rows[i].SemanticsNotes) > 0 {
 			rows = append(rows, &sum.Rows[i])
+		}
+	}
+	if len(sum.SemanticsNotes) == 0 && len(rows) == 0 {
+		return
+	}
+	m.printf("Under semantics `%s`:\n\n", sum.Semantics)
+	for _, n := range sum.SemanticsNotes {
+		m.printf("- %s.\n", cell(n))
+	}
+	for _, rs := range rows {
+		m.printf("- `%s`: %s.\n", rs.ID, cell(strings.Join(rs.SemanticsNotes, "; ")))
+	}
+	m.printf("\n")
+}
+
+// selfCheck writes, for every row with something measured about the
+// client, how well it kept to an open-loop schedule, its CPU use and
+// measurement error, and whether the server counted the lengths the row
+// asked for.
+func (m *mdWriter) selfCheck(sum *metrics.Summary) {
+	var rows []*metrics.RowSummary
+	shared := false
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		c := rs.SelfCheck
+		shared = shared || c.SharedWithServer
+		if c.RequestedRate > 0 || c.Cores > 0 || c.MeasurementErrorMS > 0 || c.ClientBound ||
+			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0 {
+			rows = append(rows, rs)
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
 	m.printf("## Client self-check\n\n")
-	m.printf("For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded).\n\n")
-	m.printf("| Row | Requested req/s | Scheduled req/s | Achieved req/s | Dispatch lag p50 / p99 (ms) | Client |\n|---|---|---|---|---|---|\n")
+	m.printf("Whether the client measured the server rather than itself. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: the client process's CPU use as a share of its cores, and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out). Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±%g%% the row measured another workload than it says.\n\n", 100*metrics.TokenMismatchLimit)
+	if shared {
+		m.printf("The built-in server runs in the client's process: its CPU use and scheduling delay count too.\n\n")
+	}
+	m.printf("| Row | Requested / scheduled / achieved req/s | Dispatch lag p50 / p99 (ms) | Client CPU | Measurement error (ms) | Input tokens vs requested | Output tokens vs requested | Client |\n|---|---|---|---|---|---|---|---|\n")
+	var mismatched []*metrics.RowSummary
 	for _, rs := range rows {
 		c := rs.SelfCheck
-		lag := "—"
+		rates, lag := "—", "—"
+		if c.RequestedRate > 0 {
+			rates = num(c.RequestedRate) + " / " + num(c.ScheduledRate) + " / " + num(c.AchievedRate)
+		}
 		if c.DispatchLag.Count > 0 {
 			lag = num(c.DispatchLag.P50) + " / " + num(c.DispatchLag.P99)
 		}
-		verdict := "kept up"
-		if c.ClientBound {
-			verdict = "**fell behind**: " + cell(strings.Join(c.Notes, "; "))
+		cpu, merr := "—", "—"
+		if c.Cores > 0 {
+			cpu = fmt.Sprintf("%.0f%% of %d cores", 100*c.ClientCPU, c.Cores)
+			if c.HostCPU > 0 {
+				cpu += fmt.Sprintf(" (machine %.0f%%)", 100*c.HostCPU)
+			}
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s |\n", rs.ID, num(c.RequestedRate), num(c.ScheduledRate), num(c.AchievedRate), lag, verdict)
+		if c.MeasurementErrorMS > 0 {
+			merr = num(c.MeasurementErrorMS)
+		}
+		verdict := "ok"
+		switch {
+		case c.ClientBound:
+			verdict = "**client-bound**: " + cell(strings.Join(c.Notes, "; "))
+		case len(c.Notes) > 0:
+			verdict = "ok; " + cell(strings.Join(c.Notes, "; "))
+		}
+		if rs.Tokens.Mismatch {
+			mismatched = append(mismatched, rs)
+		}
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, rates, lag, cpu, merr,
+			lengthCell(rs.Tokens.Input), lengthCell(rs.Tokens.Output), verdict)
 	}
 	m.printf("\n")
+	if len(mismatched) > 0 {
+		m.printf("**Token lengths differ from the requested ones:**\n\n")
+		for _, rs := range mismatched {
+			m.printf("- `%s`: %s.\n", rs.ID, cell(strings.Join(rs.Tokens.Notes, "; ")))
+		}
+		m.printf("\n")
+	}
+}
+
+// lengthCell shows one side of the token check.
+func lengthCell(l metrics.LengthCheck) string {
+	if l.Requests == 0 {
+		return "—"
+	}
+	s := fmt.Sprintf("%+.1f%%", 100*l.Diff)
+	if l.Mismatch {
+		s = "**" + s + " mismatch**"
+	}
+	return s
 }
 
 type mdWriter struct {
@@ -238,7 +324,7 @@ func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
 	}
 	m.printf("\n\n")
 	if len(bound) > 0 {
-		m.printf("> **Client-bound rows:** %s. The client fell behind the load it was asked to offer, so these rows may measure the client rather than the server; see [Client self-check](#client-self-check).\n\n", codeList(bound))
+		m.printf("> **Client-bound rows:** %s. The client fell behind the load it was asked to offer, or its CPU was saturated, so these rows may measure the client rather than the server; see [Client self-check](#client-self-check).\n\n", codeList(bound))
 	}
 }
 

@@ -63,18 +63,22 @@ const (
 
 // Manifest describes a run: what ran, where, when, against what.
 type Manifest struct {
-	Format     string              `json:"format"`
-	Tool       buildinfo.Info      `json:"tool"`
-	Host       Host                `json:"host"`
-	Command    []string            `json:"command"`
-	Experiment ExperimentInfo      `json:"experiment"`
-	Started    time.Time           `json:"started"`
-	Ended      *time.Time          `json:"ended,omitempty"`
-	Status     string              `json:"status"`
-	Error      string              `json:"error,omitempty"`
-	Server     ServerInfo          `json:"server"`
-	SLO        metrics.SLO         `json:"slo"`
-	Rows       []schema.PlannedRow `json:"rows"`
+	Format     string         `json:"format"`
+	Tool       buildinfo.Info `json:"tool"`
+	Host       Host           `json:"host"`
+	Command    []string       `json:"command"`
+	Experiment ExperimentInfo `json:"experiment"`
+	Started    time.Time      `json:"started"`
+	Ended      *time.Time     `json:"ended,omitempty"`
+	Status     string         `json:"status"`
+	Error      string         `json:"error,omitempty"`
+	Server     ServerInfo     `json:"server"`
+	SLO        metrics.SLO    `json:"slo"`
+	// Semantics names whose metric definitions the run's summaries follow
+	// (report.semantics): the same records mean different numbers under
+	// vLLM's or AIPerf's definitions.
+	Semantics string              `json:"semantics"`
+	Rows      []schema.PlannedRow `json:"rows"`
 }
 
 // Host is the machine the client ran on.

@@ -259,6 +259,15 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 		if rec.ResponseID == "" && len(ch.id) > 0 {
 			rec.ResponseID = string(ch.id)
 		}
+		// Stamps vLLM's benchmark times by, for semantics: vllm.
+		if len(ch.choices) > 0 {
+			if rec.FirstChoiceNS == 0 {
+				rec.FirstChoiceNS = off
+			}
+			rec.LastChoiceNS = off
+		} else if ch.usage != nil {
+			rec.UsageNS = off
+		}
 		carried := false
 		for i := range ch.choices {
 			choice := &ch.choices[i]

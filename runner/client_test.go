@@ -516,3 +516,53 @@ func TestCutOffStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestChoiceAndUsageStamps checks the stamps semantics: vllm times by: the
+// first and last events with choices (the empty role chunk included) and
+// the usage-only chunk after them.
+func TestChoiceAndUsageStamps(t *testing.T) {
+	body := `data: {"id":"r1","choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n" +
+		chatDelta(" a") + chatDelta(" b") +
+		`data: {"choices":[{"delta":{},"finish_reason":"length"}]}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	c := testClient(t, "chat")
+	rec := &metrics.Record{Stream: true}
+	// One read per event, so that each gets its own stamp.
+	var chunks []string
+	for _, ev := range strings.SplitAfter(body, "\n\n") {
+		if ev != "" {
+			chunks = append(chunks, ev)
+		}
+	}
+	c.readEvents(context.Background(), &slowReader{chunks: chunks, gap: time.Millisecond}, rec, time.Now())
+	if rec.Error != nil {
+		t.Fatal(rec.Error)
+	}
+	if rec.ResponseID != "r1" {
+		t.Errorf("response id %q", rec.ResponseID)
+	}
+	if !(rec.FirstChoiceNS > 0 && rec.FirstChoiceNS < rec.FirstTokenNS && rec.LastTokenNS < rec.LastChoiceNS && rec.LastChoiceNS < rec.UsageNS) {
+		t.Errorf("stamps: first choice %d, first token %d, last token %d, last choice %d, usage %d",
+			rec.FirstChoiceNS, rec.FirstTokenNS, rec.LastTokenNS, rec.LastChoiceNS, rec.UsageNS)
+	}
+}
+
+// slowReader returns one chunk per Read, gap apart.
+type slowReader struct {
+	chunks []string
+	gap    time.Duration
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.gap)
+	n := copy(p, r.chunks[0])
+	r.chunks[0] = r.chunks[0][n:]
+	if r.chunks[0] == "" {
+		r.chunks = r.chunks[1:]
+	}
+	return n, nil
+}

@@ -2,23 +2,35 @@ package runner
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 )
 
-// progressEvery is how often a running row reports. Plain lines, not a
-// redrawn bar, so logs of CI runs read well.
+// progressEvery is how often a running row reports off a terminal: plain
+// lines, so that logs of CI runs read well.
 const progressEvery = 5 * time.Second
 
-// progress reports a row's advance as log lines: the row's plan when it
-// starts, periodic counts with live TTFT percentiles, and a closing line.
+// barEvery is how often a terminal's progress bar is redrawn.
+const barEvery = 200 * time.Millisecond
+
+// progress reports a row's advance: the row's plan when it starts, then
+// either a bar redrawn in place (on a terminal) or periodic lines, with
+// requests done, live TTFT percentiles and errors, and a closing line.
 type progress struct {
-	row    *schema.PlannedRow
-	logf   func(string, ...any)
+	row  *schema.PlannedRow
+	logf func(string, ...any)
+	// bar, when set, is the terminal the live bar is drawn on.
+	bar      io.Writer
+	stopDraw chan struct{}
+	drawn    sync.WaitGroup
+
+	mu     sync.Mutex
 	start  time.Time
 	last   time.Time
 	done   int
@@ -28,8 +40,8 @@ type progress struct {
 
 const recentWindow = 512
 
-func newProgress(row *schema.PlannedRow, logf func(string, ...any)) *progress {
-	return &progress{row: row, logf: logf}
+func newProgress(row *schema.PlannedRow, logf func(string, ...any), bar io.Writer) *progress {
+	return &progress{row: row, logf: logf, bar: bar}
 }
 
 func (p *progress) begin() {
@@ -41,12 +53,73 @@ func (p *progress) begin() {
 		parts = append(parts, fmt.Sprintf("%s→%s tokens", r.Input, r.Output))
 	}
 	p.logf("row %s: %s", r.ID, strings.Join(parts, ", "))
+	if p.bar != nil {
+		p.stopDraw = make(chan struct{})
+		p.drawn.Add(1)
+		go p.drawLoop()
+	}
+}
+
+func (p *progress) drawLoop() {
+	defer p.drawn.Done()
+	t := time.NewTicker(barEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopDraw:
+			fmt.Fprint(p.bar, "\r\x1b[K") // clear the bar for the closing line
+			return
+		case <-t.C:
+			p.mu.Lock()
+			line := p.barLine(time.Now())
+			p.mu.Unlock()
+			fmt.Fprint(p.bar, "\r\x1b[K"+line)
+		}
+	}
+}
+
+// barLine renders the live bar: how far the row is (by requests, or by time
+// for a duration row), with counts and live TTFT percentiles. p.mu is held.
+func (p *progress) barLine(now time.Time) string {
+	const width = 24
+	elapsed := now.Sub(p.start)
+	frac, count := -1.0, fmt.Sprintf("%d done", p.done)
+	switch r := p.row; {
+	case r.Requests > 0:
+		frac = float64(p.done) / float64(r.Requests)
+		count = fmt.Sprintf("%d/%d", p.done, r.Requests)
+	case r.Duration > 0:
+		frac = elapsed.Seconds() / r.Duration.D().Seconds()
+	}
+	bar := strings.Repeat("·", width)
+	if frac >= 0 {
+		n := int(min(frac, 1) * width)
+		bar = strings.Repeat("█", n) + strings.Repeat("·", width-n)
+	}
+	line := fmt.Sprintf("  %s [%s] %s", p.row.ID, bar, count)
+	if p50, p95, ok := p.ttft(); ok {
+		line += fmt.Sprintf("  TTFT p50 %.1f p95 %.1f ms", p50, p95)
+	}
+	return line + fmt.Sprintf("  errors %d  %.1f s", p.errs, elapsed.Seconds())
+}
+
+// ttft returns the live TTFT percentiles over the recent window. p.mu is
+// held.
+func (p *progress) ttft() (p50, p95 float64, ok bool) {
+	if len(p.recent) == 0 {
+		return 0, 0, false
+	}
+	s := append([]float64(nil), p.recent...)
+	sort.Float64s(s)
+	return s[len(s)/2], s[(len(s)*95)/100], true
 }
 
 func (p *progress) add(rec *metrics.Record) {
 	if rec.Warmup {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.done++
 	if !rec.OK() {
 		p.errs++
@@ -57,23 +130,32 @@ func (p *progress) add(rec *metrics.Record) {
 		}
 		p.recent = append(p.recent, float64(rec.FirstTokenNS)/1e6)
 	}
-	if now := time.Now(); now.Sub(p.last) >= progressEvery {
+	if now := time.Now(); p.bar == nil && now.Sub(p.last) >= progressEvery {
 		p.last = now
 		total := "?"
 		if p.row.Requests > 0 {
 			total = fmt.Sprint(p.row.Requests)
 		}
 		line := fmt.Sprintf("  %s: %d/%s done, %d errors", p.row.ID, p.done, total, p.errs)
-		if len(p.recent) > 0 {
-			s := append([]float64(nil), p.recent...)
-			sort.Float64s(s)
-			line += fmt.Sprintf(", TTFT p50 %.1f ms p95 %.1f ms", s[len(s)/2], s[(len(s)*95)/100])
+		if p50, p95, ok := p.ttft(); ok {
+			line += fmt.Sprintf(", TTFT p50 %.1f ms p95 %.1f ms", p50, p95)
 		}
 		p.logf("%s", line)
 	}
 }
 
+// stop ends the live bar, if any. It is safe to call more than once and
+// before begin.
+func (p *progress) stop() {
+	if p.stopDraw != nil {
+		close(p.stopDraw)
+		p.drawn.Wait()
+		p.stopDraw = nil
+	}
+}
+
 func (p *progress) end(s *metrics.RowSummary) {
+	p.stop()
 	line := fmt.Sprintf("  %s: %d ok, %d failed in %.1f s", s.ID, s.Requests.Completed, s.Requests.Failed, time.Since(p.start).Seconds())
 	if m := s.Metrics; m.TTFT.Count > 0 {
 		line += fmt.Sprintf("; TTFT p95 %.1f ms", m.TTFT.P95)

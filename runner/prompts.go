@@ -114,10 +114,27 @@ type workload struct {
 	extra    []byte // the row's body fields, as `"k":v,...` ready to splice in
 	prefixes []string
 	prefixN  int
+	// src holds the prompts of a dataset or trace row, read from its file
+	// before the row's load starts; blocks builds the text of Mooncake
+	// lines from their hash ids.
+	src    *source
+	blocks *blockBuilder
 }
 
 func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64) (*workload, error) {
 	w := &workload{row: row, api: api, model: model, corpus: corpusFor(tok), nonce: nonce}
+	src, err := loadSource(row, api, tok)
+	if err != nil {
+		return nil, err // it names the file; the caller names the row
+	}
+	if src != nil {
+		w.src = src
+		bs := schema.DefaultBlockSize
+		if row.Trace != nil {
+			bs = row.Trace.BlockSize
+		}
+		w.blocks = newBlockBuilder(w.corpus, bs, nonce)
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
 	w.seed = h.Sum64()
@@ -148,12 +165,15 @@ func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokeni
 	return w, nil
 }
 
-// prompt is one synthesized request.
+// prompt is one request's input.
 type prompt struct {
-	text      string
-	inTokens  int // client tokenizer's count of text
+	text string
+	// messages, when set, are sent instead of text as one user message:
+	// a dataset line's own chat messages, for the chat API.
+	messages  []openai.ChatCompletionMessage
+	inTokens  int // client tokenizer's count of what is sent
 	requested int // input length asked for
-	maxTokens int // output length asked for
+	maxTokens int // output length asked for; 0 sends no max_tokens
 }
 
 // goldenStride spreads successive window offsets across the corpus so that
@@ -168,6 +188,9 @@ func (w *workload) rng(seq int64) *rand.Rand {
 }
 
 func (w *workload) prompt(seq int64) prompt {
+	if w.src != nil {
+		return w.sourcePrompt(seq)
+	}
 	rng := w.rng(seq)
 	in := sampleLength(rng, w.row.Input)
 	out := sampleLength(rng, w.row.Output)
@@ -180,6 +203,41 @@ func (w *workload) prompt(seq int64) prompt {
 	}
 	text, got := w.corpus.exact(prefix, w.prefixN, off, in)
 	return prompt{text: text, inTokens: got, requested: in, maxTokens: out}
+}
+
+// sourcePrompt is request seq of a dataset or trace row. A dataset is used
+// in order and wraps around when the row sends more requests than it has;
+// a trace's requests are its entries, one each.
+//
+// A dataset prompt asked for no particular length: the input length
+// requested is its own count. The output length is the row's output_tokens
+// when it has one (drawn as for synthetic prompts), else the file's (a
+// JSONL line's max_tokens, a ShareGPT reply's count, a Mooncake
+// output_length), else none is sent and the server decides.
+func (w *workload) sourcePrompt(seq int64) prompt {
+	e := w.src.entries[seq%int64(len(w.src.entries))]
+	var p prompt
+	switch {
+	case e.mooncake:
+		text, got := w.blocks.build(e.hashIDs, e.input, uint64(seq))
+		p = prompt{text: text, inTokens: got, requested: e.input}
+	case e.messages != nil:
+		// What a client can count: the server adds its chat template's
+		// tokens, which its usage shows.
+		n := 0
+		for _, m := range e.messages {
+			n += w.corpus.tok.Count(m.Content)
+		}
+		p = prompt{messages: e.messages, inTokens: n, requested: n}
+	default:
+		n := w.corpus.tok.Count(e.text)
+		p = prompt{text: e.text, inTokens: n, requested: n}
+	}
+	p.maxTokens = e.output
+	if out := w.row.Output; out.Mean > 0 || len(out.Values) > 0 {
+		p.maxTokens = sampleLength(w.rng(seq), out)
+	}
+	return p
 }
 
 // sampleLength draws a length: from the explicit list, from a normal
@@ -214,9 +272,13 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 			Model: w.model, Prompt: p.text, MaxTokens: p.maxTokens, Stream: stream, StreamOptions: opts,
 		})
 	} else {
+		msgs := p.messages
+		if msgs == nil {
+			msgs = []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: p.text}}
+		}
 		b, err = json.Marshal(openai.ChatCompletionRequest{
 			Model:         w.model,
-			Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: p.text}},
+			Messages:      msgs,
 			MaxTokens:     p.maxTokens,
 			Stream:        stream,
 			StreamOptions: opts,

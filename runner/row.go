@@ -21,6 +21,7 @@ const (
 	stopRequests = "requests"
 	stopDuration = "duration"
 	stopError    = "error"
+	stopTrace    = "end of trace"
 )
 
 // rowRun executes one planned row.
@@ -207,14 +208,20 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		}
 		rr.fire(inflight, cl)
 	}
-	rr.loadStart = time.Now()
+	if rr.primeCount() > 0 {
+		rr.loadStart = time.Now()
+	}
 
 	var wg sync.WaitGroup
 	switch rr.row.Load.Mode {
 	case schema.ModeConcurrency:
 		rr.closedLoop(ctx, inflight, &wg)
 	case schema.ModeRate:
-		rr.openLoop(ctx, inflight, &wg)
+		l := rr.row.Load
+		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
+		rr.openLoop(ctx, inflight, &wg, func() (time.Duration, bool) { return arr.next(), true })
+	case schema.ModeTrace:
+		rr.openLoop(ctx, inflight, &wg, rr.wl.traceArrivals())
 	default:
 		return false, fmt.Errorf("load mode %q is not supported", rr.row.Load.Mode)
 	}
@@ -286,9 +293,12 @@ func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) 
 // closed loop: when the dispatcher itself falls behind its schedule, each
 // record shows it as StartNS - QueueNS - ScheduledNS, and the row's summary
 // flags it.
-func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
+//
+// next gives each arrival's offset from the load start, in order: drawn
+// from an arrival process for a rate row, read from the file for a trace,
+// whose end (next reports false) ends the row.
+func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, next func() (time.Duration, bool)) {
 	l := rr.row.Load
-	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
 	var slots chan struct{}
 	if l.MaxConcurrency > 0 {
 		slots = make(chan struct{}, l.MaxConcurrency)
@@ -296,8 +306,15 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	offset := rr.loadStart.Sub(rr.start)
+	var waitedUntil time.Time // when the dispatcher last got a slot it had to wait for
 	for {
-		at := arr.next()
+		at, ok := next()
+		if !ok {
+			rr.mu.Lock()
+			rr.stop(stopTrace)
+			rr.mu.Unlock()
+			return
+		}
 		due := rr.loadStart.Add(at)
 		// Build the request before its time comes. The sequence number is
 		// the next one: this goroutine is the only one taking tickets.
@@ -321,12 +338,23 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
 		cl.rec.Warmup = t.warmup
 		if slots != nil {
 			q := time.Now()
+			if due.Before(waitedUntil) {
+				// It came due while the dispatcher was waiting for a
+				// slot for an earlier arrival: it has queued since its
+				// time, and that wait is the cap's, not dispatch lag.
+				q = due
+			}
 			select {
 			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			case <-rr.stopped:
-				return
+			default:
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				case <-rr.stopped:
+					return
+				}
+				waitedUntil = time.Now()
 			}
 			cl.rec.QueueNS = time.Since(q).Nanoseconds()
 		}
@@ -338,6 +366,19 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
 			}
 			rr.fire(inflight, cl)
 		}()
+	}
+}
+
+// traceArrivals returns the trace's schedule one arrival at a time; the
+// dispatcher's i-th arrival is entry i, which request seq i is built from.
+func (w *workload) traceArrivals() func() (time.Duration, bool) {
+	i := 0
+	return func() (time.Duration, bool) {
+		if w.src == nil || i >= len(w.src.schedule) {
+			return 0, false
+		}
+		i++
+		return w.src.schedule[i-1], true
 	}
 }
 

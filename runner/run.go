@@ -42,6 +42,9 @@ type Options struct {
 	Command []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Terminal says Log is a terminal: each row then draws a live
+	// progress bar on it instead of writing a line every few seconds.
+	Terminal bool
 }
 
 // Result is a finished (or interrupted) run.
@@ -56,26 +59,6 @@ type Result struct {
 // the run starts: better no run directory than one full of connect errors.
 var ErrServerUnreachable = errors.New("server unreachable")
 
-// ErrUnsupported is returned, before anything is sent, for a plan with rows
-// this build validates but cannot yet execute.
-var ErrUnsupported = errors.New("this build cannot run every row yet")
-
-// Unsupported lists, one line per row, what in a plan this build accepts
-// but cannot execute. A run refuses such a plan up front rather than stop
-// halfway through it, or worse, send something other than what the row says.
-func Unsupported(plan *schema.Plan) []string {
-	var out []string
-	for _, r := range plan.Rows {
-		switch {
-		case r.Trace != nil:
-			out = append(out, fmt.Sprintf("row %s: trace replay is not implemented yet", r.ID))
-		case r.Dataset != nil:
-			out = append(out, fmt.Sprintf("row %s: prompts from a dataset file are not implemented yet", r.ID))
-		}
-	}
-	return out
-}
-
 // Run executes every row of plan, in order. Cancelling ctx interrupts the
 // run: dispatching stops, requests in flight get the row's grace period,
 // every record is written, and summaries are marked interrupted. The
@@ -83,13 +66,17 @@ func Unsupported(plan *schema.Plan) []string {
 // cannot be written, the server cannot be reached); failed requests are
 // data, recorded in the results.
 func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) {
-	if notes := Unsupported(plan); len(notes) > 0 {
-		return nil, fmt.Errorf("%w:\n  %s", ErrUnsupported, strings.Join(notes, "\n  "))
-	}
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
+	}
+	notes, err := checkSources(plan)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range notes {
+		logf("%s", n)
 	}
 	apiKey := ""
 	if env := plan.Server.APIKeyEnv; env != "" && !plan.Server.Builtin {
@@ -129,7 +116,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	maxConns := 0
 	for _, row := range plan.Rows {
 		maxConns = max(maxConns, row.Load.Concurrency, row.Load.MaxConcurrency)
-		if row.Load.Mode == schema.ModeRate && row.Load.MaxConcurrency == 0 {
+		if (row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace) && row.Load.MaxConcurrency == 0 {
 			// An uncapped open-loop row has no bound on requests in flight;
 			// keep enough idle connections that a busy second does not pay
 			// new connections inside TTFT.
@@ -177,11 +164,12 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 			Name: plan.Experiment.Name, Description: plan.Experiment.Description,
 			File: plan.File, SHA256: plan.SHA256, Metadata: plan.Experiment.Metadata,
 		},
-		Started: started.UTC(),
-		Status:  rundir.StatusRunning,
-		Server:  rundir.ServerInfo{Declared: declared, Discovered: found},
-		SLO:     plan.SLO,
-		Rows:    plan.Rows,
+		Started:   started.UTC(),
+		Status:    rundir.StatusRunning,
+		Server:    rundir.ServerInfo{Declared: declared, Discovered: found},
+		SLO:       plan.SLO,
+		Semantics: plan.Semantics,
+		Rows:      plan.Rows,
 	}
 	if err := writeStart(dir, plan, man); err != nil {
 		return nil, err
@@ -197,6 +185,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	res := &Result{Dir: dir, Manifest: man, Summary: &metrics.Summary{
 		Format: metrics.SummaryFormat, Experiment: plan.Experiment.Name,
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
+		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
 	}}
 	var runErr error
 	for i := range plan.Rows {
@@ -207,7 +196,11 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		}
 		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
 			headers: mergeHeaders(plan.Server.Headers, row.Headers), tok: toks[row.Tokenizer]}
-		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, logf)
+		var bar io.Writer
+		if opts.Terminal {
+			bar = opts.Log
+		}
+		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, logf, bar)
 		res.Summary.Rows = append(res.Summary.Rows, s)
 		if err != nil {
 			runErr = fmt.Errorf("row %s: %w", row.ID, err)
@@ -258,7 +251,7 @@ func writeStart(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest) error 
 // runRow runs one row with its collector: the single goroutine that appends
 // each record to requests.jsonl and folds it into the summary.
 func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, index int,
-	nonce uint64, model string, urls []string, cl *client, logf func(string, ...any)) (metrics.RowSummary, bool, error) {
+	nonce uint64, model string, urls []string, cl *client, logf func(string, ...any), bar io.Writer) (metrics.RowSummary, bool, error) {
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error()}, false, err
 	}
@@ -270,12 +263,14 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	if err != nil {
 		return fail(err)
 	}
-	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO}
+	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
+		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds()}
 	if row.Load.Mode == schema.ModeRate {
 		opts.RequestedRate = row.Load.Rate
 	}
 	agg := metrics.NewAggregator(opts)
-	prog := newProgress(row, logf)
+	prog := newProgress(row, logf, bar)
+	defer prog.stop()
 
 	// Each finished request is written and summarised before its goroutine
 	// moves on: a record is on disk the moment its request is over, and
@@ -294,7 +289,11 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	}
 	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, record: record}
 	prog.begin()
+	// The client's own CPU and scheduling delay, read around the row and
+	// not inside it, for the self-check.
+	probe := startLoadProbe()
 	interrupted, runErr := rr.run(ctx)
+	agg.SetClientLoad(probe.stop(plan.Server.Builtin))
 	werr = errors.Join(werr, w.Close())
 
 	status := metrics.RowComplete

@@ -251,31 +251,6 @@ rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]
 	}
 }
 
-// TestUnsupportedRowsAreRefusedUpFront checks that a plan with rows this
-// build cannot execute is refused before anything is sent or written.
-func TestUnsupportedRowsAreRefusedUpFront(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "trace.jsonl"), []byte(`{"timestamp":0,"input_length":10,"output_length":5}`+"\n"), 0o644)
-	p, err := schema.Parse(filepath.Join(dir, "exp.yaml"), []byte(`apiVersion: infermatrix/v1
-name: t
-server: {target: builtin}
-rows:
-  - {id: ok, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}
-  - {id: replay, trace: {file: trace.jsonl}}
-`), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "run")
-	_, err = Run(context.Background(), p, Options{Out: out})
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "row replay: trace replay") {
-		t.Errorf("err = %v; want ErrUnsupported naming the row", err)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("a run directory was created for a refused plan")
-	}
-}
-
 // TestDurationStopsOnTime: a closed-loop duration row stops dispatching at
 // its duration even while every user waits on a slow response, and the
 // requests in flight then get the grace period, no more.

@@ -24,11 +24,16 @@ type Plan struct {
 	Source []byte `json:"-"`
 	SHA256 string `json:"sha256"`
 
-	Server      ServerPlan   `json:"server"`
-	SLO         metrics.SLO  `json:"slo"`
-	Percentiles []float64    `json:"percentiles"`
-	Formats     []string     `json:"formats"`
-	Rows        []PlannedRow `json:"rows"`
+	Server      ServerPlan  `json:"server"`
+	SLO         metrics.SLO `json:"slo"`
+	Percentiles []float64   `json:"percentiles"`
+	Formats     []string    `json:"formats"`
+	// Semantics names whose metric definitions the summaries follow
+	// (metrics.SemInfermatrix, SemVLLM, SemAIPerf); Timeslice is the width
+	// of each row's timeslices.
+	Semantics string       `json:"semantics"`
+	Timeslice Duration     `json:"timeslice"`
+	Rows      []PlannedRow `json:"rows"`
 
 	// Acceptance and Hypotheses are compiled, ready to evaluate.
 	Acceptance []AcceptanceRule `json:"-"`

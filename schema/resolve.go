@@ -25,6 +25,8 @@ const (
 	DefaultBlockSize    = 512
 	DefaultBandwidthEff = 0.7
 	DefaultFLOPsEff     = 0.5
+	DefaultSemantics    = metrics.SemInfermatrix
+	DefaultTimeslice    = time.Second
 )
 
 // DefaultPercentiles and DefaultFormats apply when report leaves them out.
@@ -109,6 +111,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.Server = r.server(opts.Target)
 	plan.SLO = metrics.SLO{TTFTms: e.SLO.TTFTms, TPOTms: e.SLO.TPOTms, ITLms: e.SLO.ITLms, E2Ems: e.SLO.E2Ems}
 	plan.Percentiles, plan.Formats = r.report()
+	plan.Semantics, plan.Timeslice = r.reportMetrics()
 	r.predict()
 	plan.Rows = r.rows()
 	if plan.Server.Builtin {
@@ -213,6 +216,24 @@ func (r *resolver) report() ([]float64, []string) {
 		}
 	}
 	return pcts, formats
+}
+
+// reportMetrics resolves whose definitions the summaries follow and how
+// wide their timeslices are.
+func (r *resolver) reportMetrics() (string, Duration) {
+	rep := r.exp.Report
+	sem := rep.Semantics
+	if sem == "" {
+		sem = DefaultSemantics
+	}
+	slice := Duration(DefaultTimeslice)
+	if rep.Timeslice != nil {
+		slice = *rep.Timeslice
+		if slice <= 0 {
+			r.problem("report.timeslice", "give a width such as 1s or 500ms", "timeslice must be positive")
+		}
+	}
+	return sem, slice
 }
 
 func (r *resolver) predict() {

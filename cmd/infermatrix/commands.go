@@ -75,7 +75,7 @@ func plural(n int) string {
 }
 
 func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *cobra.Command {
-	var out, target string
+	var out, target, progressMode string
 	var rows []string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -95,12 +95,20 @@ A second Ctrl-C exits at once; records already written stay intact.`,
       --rows short_chat,saturation --out results/after-driver-upgrade`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
+				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
+			}
 			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows}, stderr)
 			if err != nil {
 				return err
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr})
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr)})
 			if res == nil {
+				if errors.Is(runErr, runner.ErrBadSource) {
+					// A bad dataset or trace line is a problem of the
+					// experiment, found before anything was sent.
+					return withCode(exitInvalid, fmt.Errorf("%w\nnothing was run", runErr))
+				}
 				if ctx.Err() != nil {
 					return withCode(exitInterrupted, fmt.Errorf("interrupted before the run started: %w", runErr))
 				}
@@ -139,6 +147,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
+	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
 	return cmd
@@ -183,9 +192,6 @@ with a hint where one helps, and exits 4 if any file is invalid.`,
 					continue
 				}
 				fmt.Fprintf(stdout, "%s: ok (%d rows)\n", f, len(plan.Rows))
-				for _, n := range runner.Unsupported(plan) {
-					fmt.Fprintf(stdout, "  note: %s; run will refuse this file\n", n)
-				}
 			}
 			if bad > 0 {
 				return withCode(exitInvalid, fmt.Errorf("%d of %d file%s invalid", bad, len(args), plural(len(args))))
@@ -211,9 +217,6 @@ func newPlanCmd(stdout io.Writer) *cobra.Command {
 			}
 			if err := reports.WritePlan(stdout, plan); err != nil {
 				return withCode(exitRuntime, err)
-			}
-			for _, n := range runner.Unsupported(plan) {
-				fmt.Fprintf(stdout, "note: %s; run will refuse this file\n", n)
 			}
 			return nil
 		},
@@ -346,4 +349,22 @@ func newVersionCmd(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// showBar decides whether a run draws live progress bars on w: always for
+// --progress bar, never for lines, and for auto when w is a terminal that
+// can move the cursor (a character device, and TERM is not "dumb").
+func showBar(mode string, w io.Writer) bool {
+	switch mode {
+	case "bar":
+		return true
+	case "lines":
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

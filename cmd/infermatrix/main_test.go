@@ -47,6 +47,8 @@ func TestExitCodes(t *testing.T) {
 		{"missing file", []string{"validate", "testdata/nope.yaml"}, exitInvalid, []string{"nope.yaml"}},
 		{"invalid file", []string{"run", "../../schema/testdata/invalid/three-mistakes.yaml"}, exitInvalid,
 			[]string{"3 problems; nothing was run"}},
+		{"bad dataset line", []string{"run", "testdata/bad-dataset.yaml", "--out", filepath.Join(t.TempDir(), "run")}, exitInvalid,
+			[]string{"testdata/bad-dataset.jsonl:2: want \"prompt\"", "nothing was run"}},
 		{"unreachable server", []string{"run", "testdata/failing.yaml", "--target", closed}, exitRuntime,
 			[]string{"server unreachable"}},
 		{"unknown --rows", []string{"plan", "testdata/grid.yaml", "--rows", "gird"}, exitInvalid,

@@ -1,0 +1,137 @@
+package metrics
+
+// Semantics name whose metric definitions a summary follows
+// (report.semantics). Benchmark tools give the same names different
+// meanings; summarising the same records with another tool's definitions
+// lets a user put infermatrix's numbers beside that tool's and see where a
+// difference comes from the definitions rather than from the server. The
+// definitions are in docs/metrics.md, taken from
+// ../shared/reference/peer-metrics.md; where that is silent, infermatrix's
+// own definition stands.
+const (
+	SemInfermatrix = "infermatrix" // docs/metrics.md
+	SemVLLM        = "vllm"        // vllm bench serve
+	SemAIPerf      = "aiperf"      // NVIDIA AIPerf, default options
+)
+
+// measured is one successful request's values under a semantics. Times are
+// nanoseconds after the request's t0.
+type measured struct {
+	ttft    int64 // 0: no first token (not streamed, or no text)
+	e2e     int64
+	in, out int
+	hasIn   bool // the input count this semantics reads was recorded
+	tpot    float64
+	hasTPOT bool
+	// fallback is set when a vLLM figure had to be taken at text events
+	// because the record lacks choice-chunk stamps.
+	fallback bool
+}
+
+// measure computes r's values under sem; api ("chat" or "completions")
+// matters to vLLM, whose two request functions end E2E differently.
+func measure(sem, api string, r *Record) measured {
+	v := measured{e2e: r.EndToEndNS(), in: r.InputTokens.Count(), out: r.OutputTokens.Count(), hasIn: true}
+	if r.Stream {
+		v.ttft = r.FirstTokenNS
+	}
+	switch sem {
+	case SemVLLM:
+		// prompt_len: the benchmark's own count of the prompt it built.
+		v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
+		if r.Stream {
+			v.ttft, v.e2e, v.fallback = vllmTimes(api, r)
+		}
+	case SemAIPerf:
+		// AIPerf counts both sides with its tokenizer unless told to use
+		// the server's usage (--use-server-token-count).
+		v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
+		v.out = r.OutputTokens.Client
+	}
+	// TPOT, and AIPerf's inter_token_latency, which is the same formula.
+	v.tpot, v.hasTPOT = tpotMS(v.e2e, v.ttft, v.out)
+	return v
+}
+
+// missingChoiceStamps reports whether a streamed record carries text but
+// not the choice-chunk stamps vLLM's definitions need: it was written by a
+// client that did not record them.
+func missingChoiceStamps(r *Record) bool {
+	return r.FirstTokenNS > 0 && (r.FirstChoiceNS == 0 || r.LastChoiceNS == 0)
+}
+
+// vllmTimes returns a stream's TTFT and E2E as vllm bench serve takes them:
+// TTFT at the first chunk with choices, even an empty role chunk; E2E at
+// the last chunk with choices, or for chat at the usage chunk after it,
+// which its chat function also stamps. Without the stamps it falls back to
+// the text events and says so.
+func vllmTimes(api string, r *Record) (ttft, e2e int64, fallback bool) {
+	if missingChoiceStamps(r) {
+		return r.FirstTokenNS, r.EndToEndNS(), true
+	}
+	ttft = r.FirstChoiceNS
+	if r.FirstTokenNS > 0 && r.FirstTokenNS < ttft {
+		ttft = r.FirstTokenNS // a text event is a choice chunk
+	}
+	e2e = max(r.LastChoiceNS, r.LastTokenNS)
+	if api != "completions" {
+		e2e = max(e2e, r.UsageNS)
+	}
+	if e2e == 0 {
+		e2e = r.EndNS // no choice chunk at all
+	}
+	return ttft, e2e, false
+}
+
+// vllmGaps calls f with each gap between consecutive chunks with choices,
+// as vLLM's ITL list holds them: the text events, preceded by a separate
+// role chunk and followed by a separate finish chunk where the stream had
+// them. A choice chunk without text in the middle of a stream is not
+// stamped and so not seen; such chunks are rare (vLLM sends none).
+func vllmGaps(r *Record, f func(ns int64)) {
+	if missingChoiceStamps(r) || len(r.Events) == 0 {
+		eventGaps(r.Events, f)
+		return
+	}
+	if r.FirstChoiceNS > 0 && r.FirstChoiceNS < r.Events[0] {
+		f(r.Events[0] - r.FirstChoiceNS)
+	}
+	eventGaps(r.Events, f)
+	if last := r.Events[len(r.Events)-1]; r.LastChoiceNS > last {
+		f(r.LastChoiceNS - last)
+	}
+}
+
+func eventGaps(events []int64, f func(ns int64)) {
+	for i := 1; i < len(events); i++ {
+		f(events[i] - events[i-1])
+	}
+}
+
+// SemanticsNotes says, for a run, where a semantics' summary departs from
+// the tool it follows or from infermatrix's own definitions: what it could
+// not follow and what it kept of ours. decision.md shows them.
+func SemanticsNotes(sem string, slo SLO) []string {
+	var notes []string
+	switch sem {
+	case SemVLLM:
+		notes = append(notes,
+			"ttft, itl, tpot and e2e follow vllm bench serve: TTFT at the first chunk with choices (an empty role chunk counts), ITL between chunks with choices, E2E to the last chunk with choices (chat: or the usage chunk after it)",
+			"input_tokens is the client tokenizer's count of the prompt (vLLM's prompt_len); output_tokens is the server's usage, else the client's count",
+			"ttfo, ttst, queue, goodput.ratio and throughput.output_tokens_per_s_per_user are not vLLM metrics: they are infermatrix's, the last computed from vLLM's TPOT")
+		if slo.ITLms > 0 {
+			notes = append(notes, "vLLM's goodput takes only ttft, tpot and e2el objectives: slo.itl_ms is not applied")
+		}
+	case SemAIPerf:
+		notes = append(notes,
+			"input and output tokens are the client tokenizer's counts, AIPerf's default (without --use-server-token-count)",
+			"itl and tpot both hold AIPerf's inter_token_latency, (E2E − TTFT) ÷ (OSL − 1) per request; AIPerf's inter_chunk_latency is infermatrix's itl",
+			"window_s is AIPerf's benchmark_duration: from the first successful request's start to the last content response; every throughput divides by it",
+			"goodput: a request missing a metric an objective needs is not good; goodput.ratio is AIPerf's good_request_fraction, over every measured request, cancellations included",
+			"throughput.input_tokens_per_s is not an AIPerf metric: Σ ISL over AIPerf's duration")
+		if slo.ITLms > 0 {
+			notes = append(notes, "slo.itl_ms judges AIPerf's inter_token_latency (a per-request mean), not the request's largest gap")
+		}
+	}
+	return notes
+}

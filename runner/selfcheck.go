@@ -1,0 +1,154 @@
+package runner
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+)
+
+// schedLatencies is the runtime's histogram of how long goroutines waited,
+// runnable, before they ran. A goroutine reading a stream is made runnable
+// when its bytes arrive; it stamps the event only once it runs, so this
+// wait is how late a stamp can be.
+const schedLatencies = "/sched/latencies:seconds"
+
+// loadProbe measures the client's own process around a row: CPU time and
+// scheduling delay, read at its start and end so that nothing is added to
+// the hot path.
+type loadProbe struct {
+	wall              time.Time
+	cpu               time.Duration
+	cpuOK             bool
+	hostBusy, hostAll uint64
+	sched             []uint64
+}
+
+func startLoadProbe() *loadProbe {
+	p := &loadProbe{wall: time.Now()}
+	p.cpu, p.cpuOK = processCPU()
+	p.hostBusy, p.hostAll = hostCPU()
+	if h := readSchedLatencies(); h != nil {
+		p.sched = append([]uint64(nil), h.Counts...)
+	}
+	return p
+}
+
+// stop returns what the probe measured since it started. shared says the
+// built-in server ran in this process.
+func (p *loadProbe) stop(shared bool) metrics.ClientLoad {
+	l := metrics.ClientLoad{
+		WallSeconds:       time.Since(p.wall).Seconds(),
+		Cores:             runtime.GOMAXPROCS(0),
+		ClockResolutionNS: float64(clockResolution()),
+		SharedWithServer:  shared,
+	}
+	if cpu, ok := processCPU(); ok && p.cpuOK {
+		l.CPUSeconds = (cpu - p.cpu).Seconds()
+	} else {
+		l.Cores = 0 // no CPU figure on this platform
+	}
+	if busy, all := hostCPU(); all > p.hostAll && p.hostAll > 0 {
+		l.HostCPU = float64(busy-p.hostBusy) / float64(all-p.hostAll)
+	}
+	if h := readSchedLatencies(); h != nil && len(p.sched) == len(h.Counts) {
+		counts := make([]uint64, len(h.Counts))
+		for i := range counts {
+			counts[i] = h.Counts[i] - p.sched[i]
+		}
+		l.SchedDelayP99NS = 1e9 * histogramQuantile(counts, h.Buckets, 0.99)
+	}
+	return l
+}
+
+func readSchedLatencies() *rtmetrics.Float64Histogram {
+	s := []rtmetrics.Sample{{Name: schedLatencies}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// histogramQuantile is the upper bound of the bucket holding the q-th
+// quantile of counts, where bucket i spans buckets[i] to buckets[i+1]: an
+// estimate that errs high, as an error bound should. It is 0 without
+// samples.
+func histogramQuantile(counts []uint64, buckets []float64, q float64) float64 {
+	var total uint64
+	for _, c := range counts {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	target := uint64(math.Ceil(q * float64(total)))
+	var cum uint64
+	for i, c := range counts {
+		cum += c
+		if cum >= target {
+			if hi := buckets[i+1]; !math.IsInf(hi, 1) {
+				return max(hi, 0)
+			}
+			return max(buckets[i], 0)
+		}
+	}
+	return 0
+}
+
+// hostCPU reads the machine's busy and total CPU time from Linux's
+// /proc/stat, in clock ticks; zeros elsewhere. Busy is all but idle and
+// iowait.
+func hostCPU() (busy, all uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" {
+		return 0, 0
+	}
+	// user nice system idle iowait irq softirq steal; guest time is
+	// already counted in user.
+	for i, x := range f[1:9] {
+		v, err := strconv.ParseUint(string(x), 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		all += v
+		if i != 3 && i != 4 {
+			busy += v
+		}
+	}
+	return busy, all
+}
+
+var (
+	clockResOnce sync.Once
+	clockRes     time.Duration
+)
+
+// clockResolution is the smallest step the monotonic clock was seen to
+// take, measured once: the granularity of every stamp.
+func clockResolution() time.Duration {
+	clockResOnce.Do(func() {
+		clockRes = time.Duration(math.MaxInt64)
+		for range 200 {
+			t0 := time.Now()
+			for {
+				if d := time.Since(t0); d > 0 {
+					clockRes = min(clockRes, d)
+					break
+				}
+			}
+		}
+	})
+	return clockRes
+}
