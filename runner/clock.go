@@ -6,31 +6,48 @@ import (
 	"time"
 )
 
-// spinWindow is how long before a dispatch deadline the dispatcher stops
-// sleeping on a timer and spins instead. Go's timers fire up to about a
-// millisecond late on many Linux hosts; an open-loop row at thousands of
-// requests per second would otherwise send each one late by that much, and
-// bunch them, which is exactly the arrival process the row did not ask for.
-const spinWindow = 1500 * time.Microsecond
+// pacer waits for dispatch deadlines precisely and cheaply. Go's timers can
+// fire up to about a millisecond late (on an idle Linux process the runtime
+// sleeps in epoll with millisecond resolution), which at thousands of
+// requests per second would send each request late and bunch them: not the
+// arrival process the row asked for. So the pacer sleeps on a timer until
+// shortly before a deadline and spins, yielding the processor, for the rest.
+// The spin window adapts to how late the timer actually fires: on a busy
+// process, where the runtime checks timers often, it shrinks and the spin
+// costs little CPU; where timers are coarse it grows, up to maxSpin.
+type pacer struct {
+	timer *time.Timer
+	spin  time.Duration
+}
 
-// sleepUntil waits until the wall clock reaches due, or until one of the
-// channels is closed (ctx ends, the row stops), in which case it reports
-// false. It sleeps on timer while the deadline is far and spins, yielding
-// the processor, for the last spinWindow, so that dispatch is late by
-// microseconds rather than by a timer's granularity. timer is reused
-// across calls by one goroutine.
-func sleepUntil(ctx context.Context, stop <-chan struct{}, timer *time.Timer, due time.Time) bool {
-	if d := time.Until(due) - spinWindow; d > 0 {
-		timer.Reset(d)
+const (
+	minSpin = 50 * time.Microsecond
+	maxSpin = 2 * time.Millisecond
+)
+
+func newPacer() *pacer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pacer{timer: t, spin: time.Millisecond}
+}
+
+func (p *pacer) close() { p.timer.Stop() }
+
+// sleepUntil waits until the wall clock reaches due, or until ctx ends or
+// stop is closed, in which case it reports false.
+func (p *pacer) sleepUntil(ctx context.Context, stop <-chan struct{}, due time.Time) bool {
+	if d := time.Until(due) - p.spin; d > 0 {
+		p.timer.Reset(d)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
+			p.timer.Stop()
 			return false
 		case <-stop:
-			timer.Stop()
+			p.timer.Stop()
 			return false
-		case <-timer.C:
+		case <-p.timer.C:
 		}
+		p.adapt(time.Until(due))
 	}
 	for time.Now().Before(due) {
 		select {
@@ -40,7 +57,19 @@ func sleepUntil(ctx context.Context, stop <-chan struct{}, timer *time.Timer, du
 			return false
 		default:
 		}
+		// Yield rather than hold the processor: a request that is due
+		// must start on time too, and a pure spin starves them.
 		runtime.Gosched()
 	}
 	return true
+}
+
+// adapt moves the spin window a quarter of the way towards twice the
+// timer's last overshoot (plus minSpin), given how much time was left
+// before the deadline when the timer fired.
+func (p *pacer) adapt(left time.Duration) {
+	overshoot := p.spin - left
+	target := 2*overshoot + minSpin
+	p.spin += (target - p.spin) / 4
+	p.spin = min(max(p.spin, minSpin), maxSpin)
 }

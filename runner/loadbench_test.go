@@ -80,6 +80,9 @@ func serverProcess(tb testing.TB, preset, truth string) (string, func()) {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), serverEnv+"="+preset, truthEnv+"="+truth)
+	if v := os.Getenv("INFERMATRIX_BENCH_SERVER_PROCS"); v != "" {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+v)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -373,6 +376,9 @@ func BenchmarkPoisson5000(b *testing.B) {
 		b.ReportMetric(100*(sc.AchievedRate/sc.ScheduledRate-1), "rate-error-%")
 		b.ReportMetric(sc.DispatchLag.P50, "lag-p50-ms")
 		b.ReportMetric(sc.DispatchLag.P99, "lag-p99-ms")
+		b.ReportMetric(sc.DispatchLag.P90, "lag-p90-ms")
+		b.ReportMetric(sc.SchedDelayP99MS, "sched-p99-ms")
+		b.ReportMetric(sc.ClientCPU, "client-cpu")
 	}
 }
 

@@ -303,36 +303,53 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 	if l.MaxConcurrency > 0 {
 		slots = make(chan struct{}, l.MaxConcurrency)
 	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	offset := rr.loadStart.Sub(rr.start)
+	pace := newPacer()
+	defer pace.close()
+	// Requests are built ahead of their time by a goroutine of their
+	// own: building one (a prompt cut and counted, a JSON body) can take
+	// longer than the gap between two Poisson arrivals at thousands per
+	// second, and a dispatcher that built each request just before
+	// sending it would send late whenever one took long.
+	quit := make(chan struct{})
+	defer close(quit)
+	ahead := rr.prepareAhead(next, quit)
 	var waitedUntil time.Time // when the dispatcher last got a slot it had to wait for
 	for {
-		at, ok := next()
-		if !ok {
+		var item preparedCall
+		select {
+		case item = <-ahead:
+		case <-ctx.Done():
+			return
+		case <-rr.stopped:
+			return
+		}
+		if item.err != nil {
+			rr.fail(item.err)
+			return
+		}
+		if item.cl == nil {
 			rr.mu.Lock()
 			rr.stop(stopTrace)
 			rr.mu.Unlock()
 			return
 		}
-		due := rr.loadStart.Add(at)
-		// Build the request before its time comes. The sequence number is
-		// the next one: this goroutine is the only one taking tickets.
-		next, more := rr.peek(due)
-		if !more {
+		due := rr.loadStart.Add(item.at)
+		if _, more := rr.peek(due); !more {
 			rr.take(due) // records why the row stopped
 			return
 		}
-		cl, err := rr.prepare(ticket{seq: next}, offset+at)
-		if err != nil {
-			rr.fail(err)
-			return
-		}
-		if !sleepUntil(ctx, rr.stopped, timer, due) {
+		cl := item.cl
+		if !pace.sleepUntil(ctx, rr.stopped, due) {
 			return
 		}
 		t, ok := rr.take(due)
 		if !ok {
+			return
+		}
+		if t.seq != cl.rec.Seq {
+			// Only this goroutine takes tickets, so the numbers the
+			// builder assumed must be the ones taken.
+			rr.fail(fmt.Errorf("internal error: built request %d for ticket %d", cl.rec.Seq, t.seq))
 			return
 		}
 		cl.rec.Warmup = t.warmup
@@ -388,3 +405,46 @@ func (w *workload) traceArrivals() func() (time.Duration, bool) {
 func (w *workload) cancels(seq int64, fraction float64) bool {
 	return rand.New(rand.NewPCG(w.seed^0xca9ce1, uint64(seq))).Float64() < fraction
 }
+
+// preparedCall is a request built ahead of its arrival time. A nil cl
+// with a nil err means the arrivals ran out (the end of a trace).
+type preparedCall struct {
+	at  time.Duration // due, from the row's load start
+	cl  *call
+	err error
+}
+
+// prepareAhead builds the open loop's requests in arrival order, with the
+// sequence numbers the dispatcher will take, up to prepareDepth ahead of
+// it, until quit is closed.
+func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan struct{}) <-chan preparedCall {
+	out := make(chan preparedCall, prepareDepth)
+	rr.mu.Lock()
+	seq := rr.seq
+	rr.mu.Unlock()
+	offset := rr.loadStart.Sub(rr.start)
+	go func() {
+		for ; ; seq++ {
+			var item preparedCall
+			at, ok := next()
+			if ok {
+				item.at = at
+				item.cl, item.err = rr.prepare(ticket{seq: seq}, offset+at)
+			}
+			select {
+			case out <- item:
+			case <-quit:
+				return
+			}
+			if !ok || item.err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// prepareDepth is how many requests the open loop builds ahead: enough to
+// ride out a slow build or a garbage-collection pause at thousands of
+// requests per second, few enough that a row stopping early wastes little.
+const prepareDepth = 256
