@@ -161,7 +161,7 @@ func rawDrain(ctx context.Context, hc *http.Client, url string, body []byte, kee
 }
 
 func streamBody(outTokens int) []byte {
-	return fmt.Appendf(nil, `{"model":"infermatrix-sim","messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`, outTokens)
+	return fmt.Appendf(nil, `{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`, outTokens)
 }
 
 // drainThroughput runs users raw drain clients, each sending requests
