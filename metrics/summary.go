@@ -242,9 +242,12 @@ type Errors struct {
 type Options struct {
 	Percentiles []float64 // extra percentiles, beyond p50/p90/p95/p99
 	SLO         SLO
-	// RequestedRate is an open-loop row's rate, for the self-check; 0 for
+	// RequestedRate is a rate row's rate, for the self-check; 0 for
 	// other rows.
 	RequestedRate float64
+	// OpenLoop says the row dispatches on a schedule (a rate or a trace),
+	// so that dispatch lag is measured and checked.
+	OpenLoop bool
 	// Semantics names whose definitions the summary follows; empty means
 	// SemInfermatrix. API is the server's ("chat" or "completions"), which
 	// vLLM's definitions depend on.
@@ -350,7 +353,7 @@ func (a *Aggregator) Add(r *Record) {
 	a.first, a.last = min(a.first, dispatch), max(a.last, end)
 	a.firstSched, a.lastSched = min(a.firstSched, r.ScheduledNS), max(a.lastSched, r.ScheduledNS)
 	a.lastDispatchNS = max(a.lastDispatchNS, dispatch)
-	if a.opts.RequestedRate > 0 {
+	if a.opts.OpenLoop || a.opts.RequestedRate > 0 {
 		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
 	}
 	a.slices.add(r)
@@ -586,7 +589,7 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 func (a *Aggregator) selfCheck() SelfCheck {
 	c := SelfCheck{DispatchLag: NewDist(a.lag, a.opts.Percentiles)}
 	a.clientLoad(&c)
-	if a.opts.RequestedRate <= 0 {
+	if !a.opts.OpenLoop && a.opts.RequestedRate <= 0 {
 		return c
 	}
 	c.RequestedRate = a.opts.RequestedRate
@@ -597,11 +600,18 @@ func (a *Aggregator) selfCheck() SelfCheck {
 	if span := a.lastDispatchNS - a.first; n > 0 && span > 0 {
 		c.AchievedRate = n / (float64(span) / 1e9)
 	}
-	limit := max(1.0, 100/a.opts.RequestedRate) // ms: 1 ms, or a tenth of the mean gap
+	rate := a.opts.RequestedRate
+	if rate <= 0 {
+		rate = c.ScheduledRate // a trace's own rate
+	}
+	limit := 1.0 // ms: 1 ms, or a tenth of the mean gap
+	if rate > 0 {
+		limit = max(limit, 100/rate)
+	}
 	if c.DispatchLag.Count > 0 && c.DispatchLag.P99 > limit {
 		c.ClientBound = true
 		c.Notes = append(c.Notes, fmt.Sprintf(
-			"the client fell behind its arrival schedule: p99 dispatch lag %.1f ms (limit %.1f ms); dispatched at %.3g req/s against %.3g scheduled",
+			"the client fell behind its dispatch schedule: p99 dispatch lag %.1f ms (limit %.1f ms); dispatched at %.3g req/s against %.3g scheduled",
 			c.DispatchLag.P99, limit, c.AchievedRate, c.ScheduledRate))
 	}
 	return c

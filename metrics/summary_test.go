@@ -155,6 +155,18 @@ func TestSelfCheck(t *testing.T) {
 	if !late.ClientBound || len(late.Notes) != 1 || late.DispatchLag.P99 != 5 {
 		t.Errorf("late: %+v; want client-bound with a note", late)
 	}
+	// A trace row has no requested rate: its schedule's own rate sets
+	// the limit, and lag is still measured.
+	trace := NewAggregator(Options{OpenLoop: true})
+	for i := int64(0); i < 50; i++ {
+		r := stream(0, 10, 20)
+		r.ScheduledNS = i * 10 * msNS
+		r.StartNS = r.ScheduledNS + (i%2)*5*msNS
+		trace.Add(r)
+	}
+	if c := trace.Summary("r", "r", RowComplete).SelfCheck; c.RequestedRate != 0 || !near(c.ScheduledRate, 100) || c.DispatchLag.Count != 50 || !c.ClientBound {
+		t.Errorf("trace: %+v; want lag measured against the schedule's own rate", c)
+	}
 	closed := NewAggregator(Options{})
 	closed.Add(stream(0, 10))
 	if c := closed.Summary("r", "r", RowComplete).SelfCheck; c.RequestedRate != 0 || c.DispatchLag.Count != 0 || c.ClientBound {

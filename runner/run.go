@@ -268,6 +268,7 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	if row.Load.Mode == schema.ModeRate {
 		opts.RequestedRate = row.Load.Rate
 	}
+	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	agg := metrics.NewAggregator(opts)
 	prog := newProgress(row, logf, bar)
 	defer prog.stop()
