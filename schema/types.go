@@ -227,7 +227,7 @@ type Trace struct {
 // Dataset is a file of prompts.
 type Dataset struct {
 	File    string `yaml:"file" json:"file,omitempty" doc:"Path of the file, relative to the experiment file." required:"true"`
-	Format  string `yaml:"format" json:"format,omitempty" doc:"jsonl: one {prompt} or {messages} per line; sharegpt: ShareGPT JSON; mooncake: a Mooncake trace, lengths only." enum:"jsonl,sharegpt,mooncake" required:"true"`
+	Format  string `yaml:"format" json:"format,omitempty" doc:"jsonl: one {prompt} or {messages} per line; sharegpt: ShareGPT JSON; mooncake: a Mooncake trace's prompts (input_length and hash_ids), without its timestamps." enum:"jsonl,sharegpt,mooncake" required:"true"`
 	Shuffle bool   `yaml:"shuffle" json:"shuffle,omitempty" doc:"Draw prompts in a seeded random order instead of file order."`
 }
 
