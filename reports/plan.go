@@ -42,7 +42,13 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 		} else {
 			unbounded++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, r.Load, r.Input, r.Output, reqs, r.Stop(), mark, est.Duration.Round(time.Second))
+		dur := est.Duration.Round(time.Second).String()
+		if est.Duration == 0 && r.Trace != nil {
+			// The plan does not read data files; the trace's timestamps
+			// decide how long the row runs.
+			dur = "the trace's span"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, r.Load, r.Input, r.Output, reqs, r.Stop(), mark, dur)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write plan: %w", err)

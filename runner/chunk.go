@@ -120,9 +120,16 @@ func (f *chunkFields) nextChoice() *choiceFields {
 // chunkScanner is the fast path's cursor. Its methods return false to give
 // up, never to report an error: the slow path reports errors.
 type chunkScanner struct {
-	data []byte
-	i    int
+	data  []byte
+	i     int
+	depth int // objects and arrays open; past maxDepth the scanner gives up
 }
+
+// maxDepth bounds nesting in the fast path. Real chunks nest four or five
+// deep; giving up past this leaves adversarial nesting to encoding/json,
+// which rejects it (beyond 10,000 levels) without the recursion here ever
+// growing the stack.
+const maxDepth = 64
 
 func (s *chunkScanner) ws() {
 	for s.i < len(s.data) {
@@ -219,9 +226,11 @@ func foldsTo(key []byte, names ...string) bool {
 // object scans an object, calling member with each key positioned at its
 // value; member must consume the value.
 func (s *chunkScanner) object(member func(key []byte) bool) bool {
-	if s.peek() != '{' {
+	if s.peek() != '{' || s.depth >= maxDepth {
 		return false
 	}
+	s.depth++
+	defer func() { s.depth-- }()
 	s.i++
 	if s.peek() == '}' {
 		s.i++
@@ -501,6 +510,11 @@ func (s *chunkScanner) skip() bool {
 	case c == '{':
 		return s.object(func([]byte) bool { return s.skip() })
 	case c == '[':
+		if s.depth >= maxDepth {
+			return false
+		}
+		s.depth++
+		defer func() { s.depth-- }()
 		s.i++
 		if s.peek() == ']' {
 			s.i++

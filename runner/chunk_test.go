@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,27 @@ func checkChunk(t *testing.T, data []byte) {
 	s := chunkScanner{data: data}
 	if s.chunk(&scan) && (errSlow != nil || !reflect.DeepEqual(view(&scan), view(&slow))) {
 		t.Fatalf("%q: scanner accepted: %+v; encoding/json: %+v, %v", data, view(&scan), view(&slow), errSlow)
+	}
+}
+
+// TestDecodeChunkDeepNesting feeds nesting the fuzzer cannot reach: beyond
+// encoding/json's limit the chunk is an error, as encoding/json says, and
+// very deep input neither exhausts the stack nor takes the fast path.
+func TestDecodeChunkDeepNesting(t *testing.T) {
+	deep := func(n int, prefix, suffix string) []byte {
+		return []byte(prefix + strings.Repeat("[", n) + strings.Repeat("]", n) + suffix)
+	}
+	for _, in := range [][]byte{
+		deep(10001, `{"x":`, `}`),
+		deep(9999, `{"usage":{"x":`, `}}`),
+		deep(100, `{"x":`, `}`),
+		deep(1<<20, `{"x":`, `}`),
+	} {
+		checkChunk(t, in)
+	}
+	var f chunkFields
+	if err := f.decode([]byte(`{"x":` + strings.Repeat("[", 4<<20))); err == nil {
+		t.Error("4 Mi unclosed brackets decoded without error")
 	}
 }
 
