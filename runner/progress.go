@@ -3,10 +3,13 @@ package runner
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
@@ -71,17 +74,36 @@ func (p *progress) drawLoop() {
 			return
 		case <-t.C:
 			p.mu.Lock()
-			line := p.barLine(time.Now())
+			line := fitWidth(p.barLine(time.Now()), termWidth())
 			p.mu.Unlock()
 			fmt.Fprint(p.bar, "\r\x1b[K"+line)
 		}
 	}
 }
 
+// termWidth is the terminal's width as the shell exports it in COLUMNS, or
+// 80. A bar wider than the terminal wraps, and redrawing it with a carriage
+// return would then leave a stale line behind on every tick.
+func termWidth() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 20 {
+		return n
+	}
+	return 80
+}
+
+// fitWidth cuts line to fewer than width characters.
+func fitWidth(line string, width int) string {
+	if utf8.RuneCountInString(line) < width {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:width-2]) + "…"
+}
+
 // barLine renders the live bar: how far the row is (by requests, or by time
 // for a duration row), with counts and live TTFT percentiles. p.mu is held.
 func (p *progress) barLine(now time.Time) string {
-	const width = 24
+	const width = 16
 	elapsed := now.Sub(p.start)
 	frac, count := -1.0, fmt.Sprintf("%d done", p.done)
 	switch r := p.row; {
@@ -98,9 +120,9 @@ func (p *progress) barLine(now time.Time) string {
 	}
 	line := fmt.Sprintf("  %s [%s] %s", p.row.ID, bar, count)
 	if p50, p95, ok := p.ttft(); ok {
-		line += fmt.Sprintf("  TTFT p50 %.1f p95 %.1f ms", p50, p95)
+		line += fmt.Sprintf("  TTFT p50/p95 %.1f/%.1f ms", p50, p95)
 	}
-	return line + fmt.Sprintf("  errors %d  %.1f s", p.errs, elapsed.Seconds())
+	return line + fmt.Sprintf("  err %d  %.0fs", p.errs, elapsed.Seconds())
 }
 
 // ttft returns the live TTFT percentiles over the recent window. p.mu is

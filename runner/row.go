@@ -311,8 +311,9 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 	// second, and a dispatcher that built each request just before
 	// sending it would send late whenever one took long.
 	quit := make(chan struct{})
-	defer close(quit)
-	ahead := rr.prepareAhead(next, quit)
+	var built sync.WaitGroup
+	defer func() { close(quit); built.Wait() }() // no build outlives the row
+	ahead := rr.prepareAhead(next, quit, &built)
 	var waitedUntil time.Time // when the dispatcher last got a slot it had to wait for
 	for {
 		var item preparedCall
@@ -325,6 +326,10 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 		}
 		if item.err != nil {
 			rr.fail(item.err)
+			return
+		}
+		if item.exhausted {
+			rr.take(time.Now()) // records why the row stopped
 			return
 		}
 		if item.cl == nil {
@@ -407,25 +412,43 @@ func (w *workload) cancels(seq int64, fraction float64) bool {
 }
 
 // preparedCall is a request built ahead of its arrival time. A nil cl
-// with a nil err means the arrivals ran out (the end of a trace).
+// with a nil err means the arrivals ran out (the end of a trace), or, with
+// exhausted set, that the row has no more requests to send.
 type preparedCall struct {
-	at  time.Duration // due, from the row's load start
-	cl  *call
-	err error
+	at        time.Duration // due, from the row's load start
+	cl        *call
+	err       error
+	exhausted bool
 }
 
 // prepareAhead builds the open loop's requests in arrival order, with the
 // sequence numbers the dispatcher will take, up to prepareDepth ahead of
 // it, until quit is closed.
-func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan struct{}) <-chan preparedCall {
+func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan struct{}, built *sync.WaitGroup) <-chan preparedCall {
 	out := make(chan preparedCall, prepareDepth)
 	rr.mu.Lock()
 	seq := rr.seq
 	rr.mu.Unlock()
 	offset := rr.loadStart.Sub(rr.start)
+	// A row with a known number of requests builds no more than it sends:
+	// long prompts (a Mooncake trace's) are not cheap to build.
+	limit := int64(-1)
+	if r := rr.row; r.Requests > 0 && r.WarmupDuration == 0 {
+		limit = int64(r.TotalRequests())
+	}
+	built.Add(1)
 	go func() {
+		defer built.Done()
 		for ; ; seq++ {
 			var item preparedCall
+			if seq == limit {
+				item.exhausted = true
+				select {
+				case out <- item:
+				case <-quit:
+				}
+				return
+			}
 			at, ok := next()
 			if ok {
 				item.at = at

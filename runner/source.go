@@ -503,6 +503,16 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 		if err := dec.Decode(&c); err != nil {
 			var te *json.UnmarshalTypeError
 			if !errors.As(err, &te) {
+				var se *json.SyntaxError
+				if errors.As(err, &se) {
+					// The decoder's offset leaves out the separators
+					// Token and More consumed; decode the element again
+					// on its own to place the error exactly.
+					if off, ok := syntaxOffset(spec.path, at); ok {
+						note(bad{off: off, msg: "not valid JSON: " + se.Error()})
+						return st
+					}
+				}
 				syntax(err, at)
 				return st
 			}
@@ -771,4 +781,34 @@ func splitmix64(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// syntaxOffset decodes the JSON value that starts at or after byte at of
+// the file (past whitespace and one comma) and returns the file offset of
+// its syntax error.
+func syntaxOffset(path string, at int64) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	br := bufio.NewReader(io.NewSectionReader(f, at, 1<<62))
+	skipped := int64(0)
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			return 0, false
+		}
+		if b != ' ' && b != '\t' && b != '\n' && b != '\r' && b != ',' {
+			_ = br.UnreadByte()
+			break
+		}
+		skipped++
+	}
+	var raw json.RawMessage
+	var se *json.SyntaxError
+	if err := json.NewDecoder(br).Decode(&raw); errors.As(err, &se) {
+		return at + skipped + max(se.Offset-1, 0), true
+	}
+	return 0, false
 }

@@ -221,6 +221,9 @@ func TestShareGPTBadFiles(t *testing.T) {
 		{"value type", "[\n  {\"conversations\": [\n    {\"from\": \"human\", \"value\": 5}]}\n]", ":2: conversation 0: conversations.value: want a string, got number"},
 		{"syntax", "[\n  {\"conversations\": []},\n  {\"conversations\": [}\n]", ":3: not valid JSON"},
 		{"truncated", "[\n  {\"conversations\": []},\n", ":2: the file ends inside the JSON array"},
+		// Pretty-printed, many lines in: the separators the decoder
+		// skipped between elements must not shift the reported line.
+		{"syntax far in", "[\n" + strings.Repeat("  {\n    \"conversations\": []\n  },\n", 50) + "  {\"conversations\": [}\n]", ":152: not valid JSON"},
 		{"trailing", "[]\n[]", ":2: unexpected data after the JSON array"},
 		{"nothing usable", `[{"conversations": [{"from": "gpt", "value": "hi"}]}]`, ": no usable conversation (1 skipped"},
 	}
