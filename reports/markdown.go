@@ -18,8 +18,17 @@ type Input struct {
 	Manifest *rundir.Manifest
 	Summary  *metrics.Summary
 	Decision *Decision
+	// Analysis is derived from the above by Analyze; Write fills it in.
+	Analysis *Analysis
+	// Records calls fn for each per-request record of a row, in file
+	// order, for renderers that show raw requests (the spreadsheet, the
+	// CDF plots). It streams: a million-request row is never in memory
+	// at once. Nil when the records are not at hand.
+	Records func(rowID string, fn func(*metrics.Record) error) error
 	// RunDir is the run directory's path, for the reproduce section.
 	RunDir string
+
+	plots []Plot // rendered by Write, linked from decision.md
 }
 
 // WriteMarkdown renders decision.md: GitHub-flavoured Markdown for a pull

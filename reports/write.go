@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 
 	"github.com/infermatrix/infermatrix/rundir"
 )
@@ -10,6 +11,7 @@ import (
 // File names reports adds to a run directory.
 const (
 	DecisionJSON = "decision.json"
+	AnalysisJSON = "analysis.json"
 	SummaryCSV   = "summary.csv"
 )
 
@@ -22,10 +24,16 @@ type Written struct {
 	Unsupported []string
 }
 
+// PlotsDir is the folder of a run directory the plots are written to, each
+// as PNG and SVG.
+const PlotsDir = "plots"
+
 // Write judges the run and writes its decision record into the run
 // directory: decision.md and decision.json always (the record and its
-// machine-readable verdicts), summary.csv when the experiment asks for csv.
-// summary.json is the runner's and is already there.
+// machine-readable verdicts), analysis.json (predictions and operating
+// points), the plots, and whichever of summary.csv, report.html and
+// results.xlsx the experiment asks for. summary.json is the runner's and is
+// already there.
 func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Decision == nil {
 		in.Decision = Judge(in.Plan, in.Summary)
@@ -33,34 +41,75 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.RunDir == "" {
 		in.RunDir = dir.Path
 	}
+	if in.Records == nil {
+		in.Records = dir.ReadRecords
+	}
+	if in.Analysis == nil {
+		in.Analysis = Analyze(in)
+	}
 	w := &Written{Decision: in.Decision}
+	add := func(name string, data []byte) error {
+		if err := dir.WriteFile(name, data); err != nil {
+			return err
+		}
+		w.Files = append(w.Files, name)
+		return nil
+	}
+	plots, err := RenderPlots(in)
+	if err != nil {
+		return nil, fmt.Errorf("render plots: %w", err)
+	}
+	for _, p := range plots {
+		for ext, data := range map[string][]byte{".png": p.PNG, ".svg": p.SVG} {
+			if len(data) > 0 {
+				if err := add(filepath.Join(PlotsDir, p.Name+ext), data); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	in.plots = plots
 	var md bytes.Buffer
 	if err := WriteMarkdown(&md, in); err != nil {
 		return nil, fmt.Errorf("render decision record: %w", err)
 	}
-	if err := dir.WriteFile(rundir.DecisionFile, md.Bytes()); err != nil {
+	if err := add(rundir.DecisionFile, md.Bytes()); err != nil {
 		return nil, err
 	}
-	w.Files = append(w.Files, rundir.DecisionFile)
 	if err := dir.WriteJSON(DecisionJSON, in.Decision); err != nil {
 		return nil, err
 	}
 	w.Files = append(w.Files, DecisionJSON)
+	if err := dir.WriteJSON(AnalysisJSON, in.Analysis); err != nil {
+		return nil, err
+	}
+	w.Files = append(w.Files, AnalysisJSON)
 	for _, f := range in.Plan.Formats {
+		var b bytes.Buffer
+		var name string
+		var err error
 		switch f {
 		case "markdown", "json":
-			// Always written: decision.md above, summary.json by the runner.
+			continue // always written: decision.md above, summary.json by the runner
 		case "csv":
-			var b bytes.Buffer
-			if err := WriteCSV(&b, in.Summary, in.Decision); err != nil {
-				return nil, err
-			}
-			if err := dir.WriteFile(SummaryCSV, b.Bytes()); err != nil {
-				return nil, err
-			}
-			w.Files = append(w.Files, SummaryCSV)
+			name, err = SummaryCSV, WriteCSV(&b, in.Summary, in.Decision)
+		case "html":
+			name, err = ReportHTML, WriteHTML(&b, in, plots)
+		case "xlsx":
+			name, err = ResultsXLSX, WriteXLSX(&b, in)
 		default:
 			w.Unsupported = append(w.Unsupported, f)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
+		if b.Len() == 0 {
+			w.Unsupported = append(w.Unsupported, f)
+			continue
+		}
+		if err := add(name, b.Bytes()); err != nil {
+			return nil, err
 		}
 	}
 	return w, nil
