@@ -1,7 +1,11 @@
 package reports
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 // Analysis is what the decision record derives from a run beyond the
@@ -89,7 +93,127 @@ func Analyze(in *Input) *Analysis {
 	return &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in)}
 }
 
-// analyzeSweeps places each sweep's operating point and knee.
+// Knee thresholds: a step up in load whose throughput gain is less than
+// kneeGain of the load's own relative increase has flattened, and a latency
+// rise of more than kneeLatency (TTFT p95, TPOT p95 or E2E p50, whichever
+// rose most) says the extra load is queueing rather than being served.
+const (
+	kneeGain    = 0.5
+	kneeLatency = 0.2
+)
+
+// analyzeSweeps places each sweep's operating point and knee. A sweep is
+// the set of planned rows expanded from one written row (same Base, an id
+// of its own), in plan order, which is the order of the swept values.
 func analyzeSweeps(in *Input) []SweepAnalysis {
-	return nil // implemented in a follow-up commit
+	if in.Plan == nil {
+		return nil
+	}
+	var order []string
+	groups := map[string][]int{}
+	for i, r := range in.Plan.Rows {
+		if r.ID == r.Base {
+			continue
+		}
+		if _, ok := groups[r.Base]; !ok {
+			order = append(order, r.Base)
+		}
+		groups[r.Base] = append(groups[r.Base], i)
+	}
+	verdicts := map[string]string{}
+	if in.Decision != nil {
+		for _, rv := range in.Decision.Rows {
+			verdicts[rv.ID] = rv.Verdict
+		}
+	}
+	var out []SweepAnalysis
+	for _, base := range order {
+		idx := groups[base]
+		sa := SweepAnalysis{Base: base}
+		for _, i := range idx {
+			sa.Rows = append(sa.Rows, in.Plan.Rows[i].ID)
+		}
+		var why []string
+		// The operating point: the passing row with the most output
+		// tokens per second.
+		best, bestTP := "", -1.0
+		judged := false
+		for _, id := range sa.Rows {
+			v := verdicts[id]
+			judged = judged || v == Pass || v == Fail
+			rs := rowSummary(in.Summary, id)
+			if v != Pass || rs == nil {
+				continue
+			}
+			if tp := rs.Throughput.OutputTokensPerS; tp > bestTP {
+				best, bestTP = id, tp
+			}
+		}
+		switch {
+		case best != "":
+			sa.OperatingPoint = best
+			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the rows that pass acceptance", best, num(bestTP)))
+		case judged:
+			why = append(why, "no operating point: no row of the sweep passes acceptance")
+		default:
+			why = append(why, "no operating point: the sweep's rows have no acceptance rules")
+		}
+		knee, kneeWhy := findKnee(in, idx)
+		sa.Knee = knee
+		why = append(why, kneeWhy)
+		sa.Why = strings.Join(why, "; ") + "."
+		out = append(out, sa)
+	}
+	return out
+}
+
+// findKnee walks a sweep in order of increasing load and returns the last
+// row before throughput stopped keeping up with the load while latency
+// climbed, with the numbers that decided it.
+func findKnee(in *Input, idx []int) (string, string) {
+	load := func(r *schema.PlannedRow) float64 {
+		if r.Load.Mode == schema.ModeConcurrency {
+			return float64(r.Load.Concurrency)
+		}
+		return r.Load.Rate
+	}
+	rows := in.Plan.Rows
+	for k := 1; k < len(idx); k++ {
+		a, b := &rows[idx[k-1]], &rows[idx[k]]
+		if a.Input.String() != b.Input.String() || a.Output.String() != b.Output.String() || a.Load.Mode != b.Load.Mode {
+			return "", "no knee: the sweep varies more than the load"
+		}
+	}
+	for k := 1; k < len(idx); k++ {
+		a, b := &rows[idx[k-1]], &rows[idx[k]]
+		sa, sb := rowSummary(in.Summary, a.ID), rowSummary(in.Summary, b.ID)
+		la, lb := load(a), load(b)
+		if sa == nil || sb == nil || la <= 0 || lb <= la {
+			continue
+		}
+		ta, tb := sa.Throughput.OutputTokensPerS, sb.Throughput.OutputTokensPerS
+		if ta <= 0 {
+			continue
+		}
+		gain := (tb - ta) / ta
+		step := (lb - la) / la
+		rise, what := 0.0, ""
+		for _, m := range []struct {
+			name string
+			a, b float64
+		}{
+			{"TTFT p95", sa.Metrics.TTFT.P95, sb.Metrics.TTFT.P95},
+			{"TPOT p95", sa.Metrics.TPOT.P95, sb.Metrics.TPOT.P95},
+			{"E2E p50", sa.Metrics.E2E.P50, sb.Metrics.E2E.P50},
+		} {
+			if m.a > 0 && (m.b-m.a)/m.a > rise {
+				rise, what = (m.b-m.a)/m.a, m.name
+			}
+		}
+		if gain < kneeGain*step && rise > kneeLatency {
+			return a.ID, fmt.Sprintf("knee at `%s`: going to `%s` raised the load %.0f%% but output throughput only %.0f%%, while %s rose %.0f%%",
+				a.ID, b.ID, 100*step, 100*gain, what, 100*rise)
+		}
+	}
+	return "", "no knee: throughput kept up with the load across the sweep"
 }

@@ -44,8 +44,6 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	if exp.Description != "" {
 		m.printf("%s\n\n", exp.Description)
 	}
-	m.verdict(d, sum)
-
 	if len(d.Hypotheses) > 0 {
 		m.printf("## Hypotheses\n\n")
 		m.printf("| | Hypothesis | Verdict | Evidence |\n|---|---|---|---|\n")
@@ -58,6 +56,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		}
 		m.printf("\n")
 	}
+
+	m.verdict(d, sum)
+	m.operatingPoints(in.Analysis)
 
 	m.printf("## Server and run\n\n")
 	m.printf("| | |\n|---|---|\n")
@@ -117,7 +118,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 	m.semanticsNotes(sum)
 
-	m.selfCheck(sum)
+	if in.Analysis != nil {
+		m.predictions(in.Analysis.Predictions)
+	}
 
 	if len(p.Acceptance) > 0 {
 		m.printf("## Acceptance\n\n")
@@ -156,6 +159,10 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		}
 		m.printf("\n")
 	}
+
+	m.selfCheck(sum)
+
+	m.plots(in.plots)
 
 	m.printf("## Reproduce\n\n")
 	m.printf("```sh\n%s\n```\n\n", reproduceCommand(man))
@@ -641,4 +648,58 @@ func simTarget(s schema.SimSettings) string {
 	}
 	extra = append(extra, fmt.Sprintf("max_model_len %d", s.MaxModelLen))
 	return fmt.Sprintf("built-in simulator, preset %s (%s; see docs/simulator.md)", s.Preset, strings.Join(extra, ", "))
+}
+
+// operatingPoints states each sweep's operating point and knee, right after
+// the verdict: with it, the first screen answers "how far can we push it".
+func (m *mdWriter) operatingPoints(an *Analysis) {
+	if an == nil || len(an.Sweeps) == 0 {
+		return
+	}
+	m.printf("## Operating point\n\n")
+	for _, sw := range an.Sweeps {
+		m.printf("- **`%s`**: %s\n", sw.Base, sw.Why)
+	}
+	m.printf("\n")
+}
+
+// predictions compares each row with the bandwidth math of
+// docs/predictions.md.
+func (m *mdWriter) predictions(preds []RowPrediction) {
+	if len(preds) == 0 {
+		return
+	}
+	m.printf("## Prediction against measurement\n\n")
+	m.printf("Lower bounds from the roofline (docs/predictions.md): TPOT at batch one, bandwidth-bound; prefill compute-bound. Measured values are p50.\n\n")
+	m.printf("| Row | Context | Decode tok/s per stream | TPOT bound | TPOT measured | ×bound | Prefill bound | TTFT measured | ×bound | KV capacity | Max concurrency | Regime |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	ratio := func(r float64) string {
+		if r == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", r)
+	}
+	ms := func(v float64) string {
+		if v == 0 {
+			return "—"
+		}
+		return num(v) + " ms"
+	}
+	for _, p := range preds {
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s<br>%s |\n", p.Row, num(p.Context),
+			num(p.DecodeTokensPerS), ms(p.TPOTBoundMS), ms(p.MeasuredTPOTMS), ratio(p.TPOTRatio),
+			ms(p.PrefillBoundMS), ms(p.MeasuredTTFTMS), ratio(p.TTFTRatio),
+			num(float64(p.KVCapacityTokens)), num(float64(p.MaxConcurrency)), p.Regime, cell(p.Evidence))
+	}
+	m.printf("\n")
+}
+
+// plots embeds the rendered charts, which Write stores beside decision.md.
+func (m *mdWriter) plots(plots []Plot) {
+	if len(plots) == 0 {
+		return
+	}
+	m.printf("## Plots\n\n")
+	for _, p := range plots {
+		m.printf("![%s](%s/%s.png)\n\n", cell(p.Title), PlotsDir, p.Name)
+	}
 }

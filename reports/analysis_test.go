@@ -1,0 +1,73 @@
+package reports
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// sweepInput builds a four-point concurrency sweep whose throughput and
+// latency are given per row, with the verdicts given.
+func sweepInput(t *testing.T, tput, ttftP95 []float64, verdicts []string) *Input {
+	t.Helper()
+	plan, err := schema.Parse("s.yaml", []byte(`apiVersion: infermatrix/v1
+name: s
+server: {target: builtin}
+rows:
+  - {id: sat, requests: 10, input_tokens: 100, output_tokens: 50, sweep: {concurrency: [1, 4, 16, 64]}}
+  - {id: single, requests: 10, concurrency: 1, input_tokens: 100, output_tokens: 50}
+`), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := &metrics.Summary{}
+	d := &Decision{}
+	for i, r := range plan.Rows[:4] {
+		rs := metrics.RowSummary{ID: r.ID, Base: r.Base}
+		rs.Throughput.OutputTokensPerS = tput[i]
+		rs.Metrics.TTFT.P95 = ttftP95[i]
+		rs.Metrics.TPOT.P95 = 10
+		rs.Metrics.E2E.P50 = 500
+		sum.Rows = append(sum.Rows, rs)
+		d.Rows = append(d.Rows, RowVerdict{ID: r.ID, Verdict: verdicts[i]})
+	}
+	return &Input{Plan: plan, Summary: sum, Decision: d}
+}
+
+// TestOperatingPointAndKnee checks the two answers a sweep is run for: the
+// best passing row, and where more load stopped buying throughput.
+func TestOperatingPointAndKnee(t *testing.T) {
+	in := sweepInput(t,
+		[]float64{100, 390, 1400, 1600}, // ×3.9, ×3.6, then ×1.14 for ×4 load
+		[]float64{50, 55, 80, 900},      // TTFT p95 climbs at c=64
+		[]string{Pass, Pass, Pass, Fail})
+	sw := analyzeSweeps(in)
+	if len(sw) != 1 || sw[0].Base != "sat" || len(sw[0].Rows) != 4 {
+		t.Fatalf("sweeps %+v; want one of four rows (the plain row is no sweep)", sw)
+	}
+	if sw[0].OperatingPoint != "sat/c=16" {
+		t.Errorf("operating point %q, want sat/c=16 (c=64 has more throughput but fails)", sw[0].OperatingPoint)
+	}
+	if sw[0].Knee != "sat/c=16" {
+		t.Errorf("knee %q, want sat/c=16", sw[0].Knee)
+	}
+	for _, want := range []string{"(1400 tok/s)", "raised the load 300%", "only 14%", "TTFT p95 rose 1025%"} {
+		if !strings.Contains(sw[0].Why, want) {
+			t.Errorf("why %q lacks %q", sw[0].Why, want)
+		}
+	}
+
+	// Linear scaling has no knee; no passing row, no operating point.
+	lin := analyzeSweeps(sweepInput(t, []float64{100, 400, 1600, 6400}, []float64{50, 50, 51, 52}, []string{Fail, Fail, Fail, Fail}))
+	if lin[0].Knee != "" || lin[0].OperatingPoint != "" || !strings.Contains(lin[0].Why, "no row of the sweep passes") || !strings.Contains(lin[0].Why, "no knee") {
+		t.Errorf("linear, all failing: %+v", lin[0])
+	}
+	// Flat throughput without a latency rise is no knee either: the
+	// server is not queueing.
+	flat := analyzeSweeps(sweepInput(t, []float64{100, 110, 120, 130}, []float64{50, 50, 50, 50}, []string{NoRules, NoRules, NoRules, NoRules}))
+	if flat[0].Knee != "" || !strings.Contains(flat[0].Why, "no acceptance rules") {
+		t.Errorf("flat: %+v", flat[0])
+	}
+}
