@@ -191,7 +191,11 @@ with a hint where one helps, and exits 4 if any file is invalid.`,
 					}
 					continue
 				}
-				fmt.Fprintf(stdout, "%s: ok (%d rows)\n", f, len(plan.Rows))
+				rows := "rows"
+				if len(plan.Rows) == 1 {
+					rows = "row"
+				}
+				fmt.Fprintf(stdout, "%s: ok (%d %s)\n", f, len(plan.Rows), rows)
 			}
 			if bad > 0 {
 				return withCode(exitInvalid, fmt.Errorf("%d of %d file%s invalid", bad, len(args), plural(len(args))))
