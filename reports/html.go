@@ -1,11 +1,795 @@
 package reports
 
-import "io"
+import (
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+)
 
 // ReportHTML is the self-contained page's file name in a run directory.
 const ReportHTML = "report.html"
 
-// WriteHTML writes report.html, with plots inline.
+// WriteHTML writes report.html: the decision record as one self-contained
+// page, in decision.md's order, with the plots inline.
+//
+// The page loads nothing: its styles are inline, it has no script, and each
+// plot is a data: URL (SVG, or PNG where a plot has no SVG) in an <img>, so
+// that the plot's text, which comes from the experiment, is drawn as an
+// image and never parsed as part of the page. A Content-Security-Policy
+// forbids every other source, so even a browser that would fetch
+// something cannot. Every string from the experiment, the server or the
+// run goes through html/template's escaping. The same input gives the
+// same bytes: nothing depends on the time of rendering or on map order.
 func WriteHTML(w io.Writer, in *Input, plots []Plot) error {
-	return nil // implemented in a follow-up commit
+	v := newHTMLView(in, plots)
+	if err := htmlPage.Execute(w, v); err != nil {
+		return fmt.Errorf("write report.html: %w", err)
+	}
+	return nil
 }
+
+// seg is a piece of text, shown as code or as prose.
+type seg struct {
+	Text string
+	Code bool
+}
+
+func prose(s string) seg { return seg{Text: s} }
+func mono(s string) seg  { return seg{Text: s, Code: true} }
+
+// codeSegs lists ids as code, separated by commas.
+func codeSegs(ids []string) []seg {
+	var out []seg
+	for i, id := range ids {
+		if i > 0 {
+			out = append(out, prose(", "))
+		}
+		out = append(out, mono(id))
+	}
+	return out
+}
+
+// mdSegs reads the code spans of a sentence written for Markdown (the
+// analysis writes its explanations so), as code; the rest stays prose.
+func mdSegs(s string) []seg {
+	parts := strings.Split(s, "`")
+	if len(parts)%2 == 0 {
+		return []seg{prose(s)} // an odd number of backticks: not code spans
+	}
+	var out []seg
+	for i, p := range parts {
+		if p != "" {
+			out = append(out, seg{Text: p, Code: i%2 == 1})
+		}
+	}
+	return out
+}
+
+type htmlView struct {
+	Title       string
+	Name        string
+	Description string
+	Interrupted bool
+	Verdict     htmlVerdict
+	ClientBound []string
+	Hypotheses  []htmlHypothesis
+	Sweeps      []htmlSweep
+	Facts       [][2]string
+	Metadata    string
+	SHA256      string
+	Matrix      []htmlMatrixRow
+	Semantics   []seg
+	SemNotes    []string
+	RowSemNotes [][2]string
+	SLO         string
+	HasSLO      bool
+	Results     []htmlResult
+	Predictions []htmlPrediction
+	Rules       []htmlRule
+	RuleResults []htmlRuleResult
+	Rejected    []htmlRejected
+	SelfCheck   *htmlSelfCheck
+	Plots       []htmlPlot
+	Reproduce   string
+	ExpFile     string
+	HashFile    string
+}
+
+type htmlVerdict struct {
+	Class    string // pass, fail, incomplete, none
+	Headline string
+	Detail   []seg
+}
+
+type htmlSweep struct {
+	Base, OperatingPoint, Knee string
+	Rows                       []string
+	Why                        []seg
+}
+
+type htmlHypothesis struct {
+	ID, Statement, Expect, Verdict, Class, Evidence string
+}
+
+type htmlMatrixRow struct {
+	ID, Question, Load, Input, Output, Stop string
+	Verdict                                 htmlBadge
+}
+
+type htmlBadge struct {
+	Text, Class string
+}
+
+type htmlResult struct {
+	ID, Status               string
+	NotRun                   bool
+	TTFT, TPOT, ITL, E2E     string
+	ReqS, OutS, PerUser, Goo string
+	Errors                   string
+	ErrorsBad                bool
+}
+
+type htmlPrediction struct {
+	Row, Context, Decode, TPOTBound, MeasuredTPOT, TPOTRatio string
+	PrefillBound, MeasuredTTFT, TTFTRatio, KV, MaxConc       string
+	Regime                                                   string
+	Evidence                                                 []seg
+}
+
+type htmlRule struct {
+	Name, Expect string
+}
+
+type htmlRuleResult struct {
+	Row, Rule string
+	Pass      bool
+	Why       [][]seg
+}
+
+type htmlRejected struct {
+	Row string
+	Why [][]seg
+}
+
+type htmlSelfCheck struct {
+	Shared     bool
+	Limit      string
+	Rows       []htmlSelfCheckRow
+	Mismatched [][2]string
+}
+
+type htmlSelfCheckRow struct {
+	ID, Rates, Lag, CPU, MErr string
+	In, Out                   htmlBadge
+	Client                    htmlBadge
+	Notes                     string
+}
+
+type htmlPlot struct {
+	Name, Title string
+	Src         template.URL
+}
+
+func newHTMLView(in *Input, plots []Plot) *htmlView {
+	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
+	exp := p.Experiment
+	v := &htmlView{
+		Title:       "Decision record: " + exp.Name,
+		Name:        exp.Name,
+		Description: exp.Description,
+		Interrupted: sum.Interrupted,
+		Verdict:     htmlVerdictOf(d),
+		Facts:       serverFacts(p, man),
+		SHA256:      man.Experiment.SHA256,
+		Reproduce:   reproduceCommand(man),
+		ExpFile:     man.Experiment.File,
+		HashFile:    rundir.HashFile,
+		HasSLO:      !sum.SLO.IsZero(),
+		SLO:         sloText(sum.SLO),
+	}
+	if len(exp.Metadata) > 0 {
+		v.Metadata = formatMap(exp.Metadata)
+	}
+	for _, rs := range sum.Rows {
+		if rs.SelfCheck.ClientBound {
+			v.ClientBound = append(v.ClientBound, rs.ID)
+		}
+	}
+	for _, h := range d.Hypotheses {
+		ev := formatValues(h.Values)
+		if h.Reason != "" {
+			ev = h.Reason
+		}
+		v.Hypotheses = append(v.Hypotheses, htmlHypothesis{ID: h.ID, Statement: h.Statement, Expect: h.Expect,
+			Verdict: h.Verdict, Class: hypothesisClass(h.Verdict), Evidence: ev})
+	}
+	if in.Analysis != nil {
+		for _, sw := range in.Analysis.Sweeps {
+			v.Sweeps = append(v.Sweeps, htmlSweep{Base: sw.Base, Rows: sw.Rows, OperatingPoint: sw.OperatingPoint,
+				Knee: sw.Knee, Why: mdSegs(sw.Why)})
+		}
+	}
+
+	verdicts := map[string]string{}
+	for _, rv := range d.Rows {
+		verdicts[rv.ID] = rv.Verdict
+	}
+	for i := range p.Rows {
+		r := &p.Rows[i]
+		inTok := r.Input.String()
+		if r.Prefix != nil {
+			inTok += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
+		}
+		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: r.ID, Question: r.Question, Load: r.Load.String(),
+			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdicts[r.ID])})
+	}
+
+	v.Semantics = semanticsSegs(sum.Semantics)
+	for _, n := range sum.SemanticsNotes {
+		v.SemNotes = append(v.SemNotes, n)
+	}
+	for _, rs := range sum.Rows {
+		if len(rs.SemanticsNotes) > 0 {
+			v.RowSemNotes = append(v.RowSemNotes, [2]string{rs.ID, strings.Join(rs.SemanticsNotes, "; ")})
+		}
+	}
+	for i := range sum.Rows {
+		v.Results = append(v.Results, htmlResultOf(&sum.Rows[i], v.HasSLO))
+	}
+	if in.Analysis != nil {
+		for _, pr := range in.Analysis.Predictions {
+			v.Predictions = append(v.Predictions, htmlPredictionOf(pr))
+		}
+	}
+
+	for _, a := range p.Acceptance {
+		v.Rules = append(v.Rules, htmlRule{Name: a.Name, Expect: a.Program.Source})
+	}
+	for _, rv := range d.Rows {
+		var why [][]seg
+		for _, rr := range rv.Rules {
+			res := htmlRuleResult{Row: rv.ID, Rule: rr.Rule, Pass: rr.Pass}
+			if !rr.Pass {
+				res.Why = failureSegs(rr)
+				why = append(why, append([]seg{prose(rr.Rule + ": ")}, flatten(res.Why)...))
+			}
+			v.RuleResults = append(v.RuleResults, res)
+		}
+		if rv.Verdict == Fail {
+			v.Rejected = append(v.Rejected, htmlRejected{Row: rv.ID, Why: why})
+		}
+	}
+	v.SelfCheck = htmlSelfCheckOf(sum)
+	for _, pl := range plots {
+		var src string
+		switch {
+		case len(pl.SVG) > 0:
+			src = "data:image/svg+xml;base64," + base64.StdEncoding.EncodeToString(pl.SVG)
+		case len(pl.PNG) > 0:
+			src = "data:image/png;base64," + base64.StdEncoding.EncodeToString(pl.PNG)
+		default:
+			continue
+		}
+		title := pl.Title
+		if title == "" {
+			title = pl.Name
+		}
+		// Our own bytes, base64-encoded: nothing in them can leave the
+		// attribute, so the URL is marked safe for html/template, which
+		// would otherwise refuse a data: URL.
+		v.Plots = append(v.Plots, htmlPlot{Name: pl.Name, Title: title, Src: template.URL(src)})
+	}
+	return v
+}
+
+func htmlVerdictOf(d *Decision) htmlVerdict {
+	var pass, fail, none, notRun []string
+	for _, rv := range d.Rows {
+		switch rv.Verdict {
+		case Pass:
+			pass = append(pass, rv.ID)
+		case Fail:
+			fail = append(fail, rv.ID)
+		case NoRules:
+			none = append(none, rv.ID)
+		case NotRun:
+			notRun = append(notRun, rv.ID)
+		}
+	}
+	judged := len(pass) + len(fail)
+	var v htmlVerdict
+	switch d.Verdict {
+	case Pass:
+		v = htmlVerdict{Class: "pass", Headline: "PASS",
+			Detail: []seg{prose(fmt.Sprintf("%d of %d judged rows meet acceptance.", len(pass), judged))}}
+	case Fail:
+		v = htmlVerdict{Class: "fail", Headline: "FAIL",
+			Detail: append(append([]seg{prose(fmt.Sprintf("%d of %d judged rows are rejected: ", len(fail), judged))}, codeSegs(fail)...), prose("."))}
+	case Incomplete:
+		v = htmlVerdict{Class: "incomplete", Headline: "INCOMPLETE",
+			Detail: append(append([]seg{prose("Rows with acceptance rules have no verdict (")}, codeSegs(notRun)...),
+				prose("); this record cannot sign a plan off."))}
+	default:
+		v = htmlVerdict{Class: "none", Headline: "none",
+			Detail: []seg{prose("The experiment has no acceptance rules; these numbers are for reading, not for sign-off.")}}
+	}
+	switch {
+	case len(none) == 1 && d.Verdict != NoRules:
+		v.Detail = append(v.Detail, prose(" 1 row has no acceptance rule."))
+	case len(none) > 1 && d.Verdict != NoRules:
+		v.Detail = append(v.Detail, prose(fmt.Sprintf(" %d rows have no acceptance rule.", len(none))))
+	}
+	if len(notRun) > 0 && d.Verdict != Incomplete {
+		v.Detail = append(append(append(v.Detail, prose(" Not run: ")), codeSegs(notRun)...), prose("."))
+	}
+	return v
+}
+
+func hypothesisClass(v string) string {
+	switch v {
+	case Supported:
+		return "pass"
+	case Refuted:
+		return "fail"
+	}
+	return "incomplete"
+}
+
+func verdictBadge(v string) htmlBadge {
+	switch v {
+	case Pass:
+		return htmlBadge{"✓ pass", "pass"}
+	case Fail:
+		return htmlBadge{"✗ fail", "fail"}
+	case NotRun:
+		return htmlBadge{v, "incomplete"}
+	case "":
+		return htmlBadge{"—", ""}
+	}
+	return htmlBadge{v, "none"}
+}
+
+func semanticsSegs(sem string) []seg {
+	switch sem {
+	case metrics.SemVLLM:
+		return []seg{prose("semantics "), mono("vllm"), prose(": as "), mono("vllm bench serve"), prose(" defines them")}
+	case metrics.SemAIPerf:
+		return []seg{prose("semantics "), mono("aiperf"), prose(": as NVIDIA AIPerf defines them with its default options")}
+	}
+	return []seg{prose("semantics "), mono("infermatrix")}
+}
+
+func htmlResultOf(rs *metrics.RowSummary, hasSLO bool) htmlResult {
+	if rs.Status == metrics.RowNotRun {
+		return htmlResult{ID: rs.ID, Status: "not run", NotRun: true}
+	}
+	mt := rs.Metrics
+	status := fmt.Sprintf("%d / %d", rs.Requests.Completed, rs.Requests.Sent)
+	if rs.Status == metrics.RowInterrupted {
+		status += " (interrupted)"
+	}
+	if rs.Status == metrics.RowFailed {
+		status += " (failed: " + rs.Error + ")"
+	}
+	goodput := "—"
+	if hasSLO {
+		goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
+	}
+	return htmlResult{ID: rs.ID, Status: status,
+		TTFT: triple(mt.TTFT), TPOT: triple(mt.TPOT), ITL: triple(mt.ITL), E2E: triple(mt.E2E),
+		ReqS: num(rs.Throughput.RequestsPerS), OutS: num(rs.Throughput.OutputTokensPerS),
+		PerUser: num(rs.Throughput.OutputTokensPerSU), Goo: goodput,
+		Errors: errorsCell(rs), ErrorsBad: rs.Errors.Total > 0}
+}
+
+func htmlPredictionOf(p RowPrediction) htmlPrediction {
+	opt := func(v float64) string {
+		if v == 0 {
+			return "—"
+		}
+		return num(v)
+	}
+	ratio := func(v float64) string {
+		if v == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return htmlPrediction{Row: p.Row, Context: num(p.Context), Decode: num(p.DecodeTokensPerS),
+		TPOTBound: num(p.TPOTBoundMS), MeasuredTPOT: opt(p.MeasuredTPOTMS), TPOTRatio: ratio(p.TPOTRatio),
+		PrefillBound: num(p.PrefillBoundMS), MeasuredTTFT: opt(p.MeasuredTTFTMS), TTFTRatio: ratio(p.TTFTRatio),
+		KV: fmt.Sprint(p.KVCapacityTokens), MaxConc: fmt.Sprint(p.MaxConcurrency),
+		Regime: p.Regime, Evidence: mdSegs(p.Evidence)}
+}
+
+// failureSegs says why a rule failed: each failed clause as code, with the
+// measured values it read or the reason it could not be judged.
+func failureSegs(rr RuleResult) [][]seg {
+	if rr.Reason != "" {
+		return [][]seg{{prose(rr.Reason)}}
+	}
+	var out [][]seg
+	for _, c := range rr.Failed {
+		s := []seg{mono(c.Text)}
+		switch {
+		case c.Reason != "":
+			s = append(s, prose(" ("+c.Reason+")"))
+		case len(c.Values) > 0:
+			s = append(s, prose(" with "+formatValues(c.Values)))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// flatten joins clauses with semicolons, for one line.
+func flatten(parts [][]seg) []seg {
+	var out []seg
+	for i, p := range parts {
+		if i > 0 {
+			out = append(out, prose("; "))
+		}
+		out = append(out, p...)
+	}
+	return out
+}
+
+func htmlSelfCheckOf(sum *metrics.Summary) *htmlSelfCheck {
+	sc := &htmlSelfCheck{Limit: fmt.Sprintf("%g", 100*metrics.TokenMismatchLimit)}
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		c := rs.SelfCheck
+		sc.Shared = sc.Shared || c.SharedWithServer
+		if !(c.RequestedRate > 0 || c.Cores > 0 || c.MeasurementErrorMS > 0 || c.ClientBound ||
+			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0) {
+			continue
+		}
+		row := htmlSelfCheckRow{ID: rs.ID, Rates: "—", Lag: "—", CPU: "—", MErr: "—",
+			In: lengthBadge(rs.Tokens.Input), Out: lengthBadge(rs.Tokens.Output), Client: htmlBadge{"ok", "pass"}}
+		if c.RequestedRate > 0 {
+			row.Rates = num(c.RequestedRate) + " / " + num(c.ScheduledRate) + " / " + num(c.AchievedRate)
+		}
+		if c.DispatchLag.Count > 0 {
+			row.Lag = num(c.DispatchLag.P50) + " / " + num(c.DispatchLag.P99)
+		}
+		if c.Cores > 0 {
+			row.CPU = fmt.Sprintf("%.0f%% of %d cores", 100*c.ClientCPU, c.Cores)
+			if c.HostCPU > 0 {
+				row.CPU += fmt.Sprintf(" (machine %.0f%%)", 100*c.HostCPU)
+			}
+		}
+		if c.MeasurementErrorMS > 0 {
+			row.MErr = num(c.MeasurementErrorMS)
+		}
+		if c.ClientBound {
+			row.Client = htmlBadge{"client-bound", "fail"}
+		}
+		row.Notes = strings.Join(c.Notes, "; ")
+		if rs.Tokens.Mismatch {
+			sc.Mismatched = append(sc.Mismatched, [2]string{rs.ID, strings.Join(rs.Tokens.Notes, "; ")})
+		}
+		sc.Rows = append(sc.Rows, row)
+	}
+	if len(sc.Rows) == 0 {
+		return nil
+	}
+	return sc
+}
+
+func lengthBadge(l metrics.LengthCheck) htmlBadge {
+	if l.Requests == 0 {
+		return htmlBadge{"—", ""}
+	}
+	s := fmt.Sprintf("%+.1f%%", 100*l.Diff)
+	if l.Mismatch {
+		return htmlBadge{s + " mismatch", "fail"}
+	}
+	return htmlBadge{s, ""}
+}
+
+var htmlPage = template.Must(template.New("report").Parse(htmlTemplate))
+
+// htmlTemplate is the page. Its sections follow decision.md's order, with
+// its headings.
+const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</code>{{else}}{{.Text}}{{end}}{{end}}{{end -}}
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="infermatrix">
+<title>{{.Title}}</title>
+<style>
+:root {
+  --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
+  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9;
+  --warn-fg: #7d4e00; --warn-bg: #fff8c5; --none-fg: #59636e; --none-bg: #eff2f5;
+  --link: #0550ae;
+}
+@media (prefers-color-scheme: dark) {
+  :root {
+    --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --panel: #151b23; --line: #3d444d;
+    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214;
+    --warn-fg: #f2cc60; --warn-bg: #2b2111; --none-fg: #9198a1; --none-bg: #21262d;
+    --link: #79c0ff;
+  }
+  figure img { background: #ffffff; }
+}
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; text-size-adjust: 100%; }
+body {
+  margin: 0 auto; max-width: 90rem; padding: 1.5rem 1.25rem 4rem;
+  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif;
+  color: var(--fg); background: var(--bg);
+}
+h1 { font-size: 1.75rem; line-height: 1.25; margin: 0 0 .5rem; }
+h2 { font-size: 1.3rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--line); }
+p, ul { margin: .5rem 0 1rem; max-width: 50rem; }
+li { margin: .2rem 0; }
+a { color: var(--link); }
+code, pre { font-family: ui-monospace, SFMono-Regular, "SF Mono", Menlo, Consolas, "Liberation Mono", monospace; }
+code { font-size: .875em; background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: .05em .3em; overflow-wrap: anywhere; }
+pre { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .75rem 1rem; overflow-x: auto; font-size: .875rem; }
+pre code { background: none; border: 0; padding: 0; }
+.lead { font-size: 1.1rem; color: var(--fg); }
+.muted { color: var(--muted); }
+nav.toc { font-size: .9rem; color: var(--muted); margin: .5rem 0 1.5rem; }
+nav.toc a { margin-right: .9rem; white-space: nowrap; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: .5rem 0 1rem; border: 1px solid var(--line); border-radius: 6px; }
+table { border-collapse: collapse; width: 100%; font-size: .875rem; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; vertical-align: top; padding: .4rem .6rem; border-bottom: 1px solid var(--line); }
+th { background: var(--panel); font-weight: 600; min-width: 4.5rem; }
+tr:last-child td { border-bottom: 0; }
+td.num, th.num { text-align: right; }
+td.num { white-space: nowrap; }
+td.id, td.id code { white-space: nowrap; overflow-wrap: normal; }
+table.facts th { width: 12rem; white-space: normal; }
+/* On a narrow screen a wide table scrolls in its box rather than squeezing
+   its columns to a word each. */
+.scroll > table:not(.facts) { min-width: 44rem; }
+.badge { display: inline-block; padding: .05rem .45rem; border-radius: 999px; font-weight: 600; font-size: .8rem; white-space: nowrap; }
+.pass { color: var(--pass-fg); background: var(--pass-bg); }
+.fail { color: var(--fail-fg); background: var(--fail-bg); }
+.incomplete { color: var(--warn-fg); background: var(--warn-bg); }
+.none { color: var(--none-fg); background: var(--none-bg); }
+.bad { color: var(--fail-fg); font-weight: 600; }
+.verdict { border-radius: 8px; padding: .9rem 1.1rem; margin: 1.25rem 0; border: 1px solid var(--line); }
+.verdict strong { font-size: 1.2rem; margin-right: .4rem; }
+.callout { border-left: 4px solid var(--warn-fg); background: var(--warn-bg); color: var(--fg); padding: .6rem 1rem; border-radius: 0 6px 6px 0; margin: 1rem 0; }
+figure { margin: 1.5rem 0; page-break-inside: avoid; break-inside: avoid; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+figcaption { font-size: .9rem; color: var(--muted); margin-top: .4rem; }
+footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
+@media (max-width: 40rem) {
+  body { padding: 1rem .75rem 3rem; font-size: 15px; }
+  h1 { font-size: 1.4rem; }
+}
+@media print {
+  :root { --fg: #000; --muted: #333; --bg: #fff; --panel: #f3f3f3; --line: #bbb; }
+  body { max-width: none; padding: 0; font-size: 10pt; }
+  nav.toc { display: none; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+  .scroll { overflow: visible; border: 0; }
+  table { font-size: 8pt; }
+  th, td { padding: .2rem .3rem; }
+  tr { break-inside: avoid; page-break-inside: avoid; }
+  .badge, .verdict, .pass, .fail, .incomplete, .none, th { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  a { color: inherit; text-decoration: none; }
+}
+</style>
+</head>
+<body>
+<header>
+<h1>{{.Title}}</h1>
+{{if .Description}}<p class="lead">{{.Description}}</p>{{end}}
+<nav class="toc" aria-label="Sections">
+{{- if .Hypotheses}}
+<a href="#hypotheses">Hypotheses</a>
+{{- end}}
+<a href="#verdict">Verdict</a>
+{{- if .Sweeps}}
+<a href="#operating-point">Operating point</a>
+{{- end}}
+<a href="#server-and-run">Server and run</a>
+<a href="#workload-matrix">Workload matrix</a>
+<a href="#results">Results</a>
+{{- if .Predictions}}
+<a href="#predictions">Prediction against measurement</a>
+{{- end}}
+{{- if .Rules}}
+<a href="#acceptance">Acceptance</a>
+{{- end}}
+{{- if .Rejected}}
+<a href="#rejected-rows">Rejected rows</a>
+{{- end}}
+{{- if .SelfCheck}}
+<a href="#client-self-check">Client self-check</a>
+{{- end}}
+{{- if .Plots}}
+<a href="#plots">Plots</a>
+{{- end}}
+<a href="#reproduce">Reproduce</a>
+</nav>
+</header>
+<main>
+{{if .Hypotheses}}
+<section id="hypotheses">
+<h2>Hypotheses</h2>
+<div class="scroll"><table>
+<thead><tr><th></th><th>Hypothesis</th><th>Verdict</th><th>Evidence</th></tr></thead>
+<tbody>
+{{- range .Hypotheses}}
+<tr><td class="id">{{.ID}}</td><td>{{.Statement}}<br><code>{{.Expect}}</code></td><td><span class="badge {{.Class}}">{{.Verdict}}</span></td><td>{{.Evidence}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+{{end}}
+<section id="verdict">
+{{if .Interrupted}}<p class="callout"><strong>Interrupted.</strong> The run was stopped before it finished; the numbers below cover only what was measured.</p>{{end}}
+<div class="verdict {{.Verdict.Class}}" role="status"><strong>Verdict: {{.Verdict.Headline}}</strong> {{template "segs" .Verdict.Detail}}</div>
+{{if .ClientBound}}<p class="callout"><strong>Client-bound rows:</strong> {{range $i, $id := .ClientBound}}{{if $i}}, {{end}}<code>{{$id}}</code>{{end}}. The client fell behind the load it was asked to offer, or its CPU was saturated, so these rows may measure the client rather than the server; see <a href="#client-self-check">Client self-check</a>.</p>{{end}}
+</section>
+{{if .Sweeps}}
+<section id="operating-point">
+<h2>Operating point</h2>
+<p>For each sweep, the operating point is the highest-throughput row that passes acceptance, and the knee the row after which output throughput gains flatten while latency climbs.</p>
+<div class="scroll"><table>
+<thead><tr><th>Sweep</th><th>Rows</th><th>Operating point</th><th>Knee</th><th>Why</th></tr></thead>
+<tbody>
+{{- range .Sweeps}}
+<tr><td class="id"><code>{{.Base}}</code></td><td>{{range $i, $r := .Rows}}{{if $i}}, {{end}}<code>{{$r}}</code>{{end}}</td><td class="id">{{if .OperatingPoint}}<span class="badge pass">{{.OperatingPoint}}</span>{{else}}<span class="badge none">none</span>{{end}}</td><td class="id">{{if .Knee}}<code>{{.Knee}}</code>{{else}}—{{end}}</td><td>{{template "segs" .Why}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+{{end}}
+<section id="server-and-run">
+<h2>Server and run</h2>
+<div class="scroll"><table class="facts">
+<tbody>
+{{- range .Facts}}
+<tr><th scope="row">{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{- end}}
+{{- if .SHA256}}
+<tr><th scope="row">Experiment sha256</th><td><code>{{.SHA256}}</code></td></tr>
+{{- end}}
+{{- if .Metadata}}
+<tr><th scope="row">Metadata</th><td>{{.Metadata}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+<section id="workload-matrix">
+<h2>Workload matrix</h2>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>Question</th><th>Load</th><th>Input tokens</th><th>Output tokens</th><th>Stop</th><th>Verdict</th></tr></thead>
+<tbody>
+{{- range .Matrix}}
+<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Question}}</td><td>{{.Load}}</td><td>{{.Input}}</td><td>{{.Output}}</td><td>{{.Stop}}</td><td>{{if .Verdict.Class}}<span class="badge {{.Verdict.Class}}">{{.Verdict.Text}}</span>{{else}}{{.Verdict.Text}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+<section id="results">
+<h2>Results</h2>
+<p>Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md, {{template "segs" .Semantics}}.</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>OK / sent</th><th class="num">TTFT</th><th class="num">TPOT</th><th class="num">ITL</th><th class="num">E2E</th><th class="num">Req/s</th><th class="num">Output tok/s</th><th class="num">Tok/s per user</th><th class="num">Goodput</th><th>Errors</th></tr></thead>
+<tbody>
+{{- range .Results}}
+{{- if .NotRun}}
+<tr><td class="id"><code>{{.ID}}</code></td><td colspan="10"><span class="badge incomplete">not run</span></td></tr>
+{{- else}}
+<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Status}}</td><td class="num">{{.TTFT}}</td><td class="num">{{.TPOT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.E2E}}</td><td class="num">{{.ReqS}}</td><td class="num">{{.OutS}}</td><td class="num">{{.PerUser}}</td><td class="num">{{.Goo}}</td><td>{{if .ErrorsBad}}<span class="bad">{{.Errors}}</span>{{else}}{{.Errors}}{{end}}</td></tr>
+{{- end}}
+{{- end}}
+</tbody>
+</table></div>
+{{if .HasSLO}}<p>Goodput counts requests meeting every SLO: {{.SLO}}.</p>{{end}}
+{{if or .SemNotes .RowSemNotes}}
+<p>Under this semantics:</p>
+<ul>
+{{- range .SemNotes}}
+<li>{{.}}.</li>
+{{- end}}
+{{- range .RowSemNotes}}
+<li><code>{{index . 0}}</code>: {{index . 1}}.</li>
+{{- end}}
+</ul>
+{{end}}
+</section>
+{{if .Predictions}}
+<section id="predictions">
+<h2>Prediction against measurement</h2>
+<p>Lower bounds from the roofline (docs/predictions.md): TPOT at batch one, bandwidth-bound; prefill compute-bound. Measured values are p50; times in ms.</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th class="num">Context</th><th class="num">Decode tok/s per stream</th><th class="num">TPOT bound</th><th class="num">TPOT measured</th><th class="num">×bound</th><th class="num">Prefill bound</th><th class="num">TTFT measured</th><th class="num">×bound</th><th class="num">KV capacity</th><th class="num">Max concurrency</th><th>Regime</th><th>Evidence</th></tr></thead>
+<tbody>
+{{- range .Predictions}}
+<tr><td class="id"><code>{{.Row}}</code></td><td class="num">{{.Context}}</td><td class="num">{{.Decode}}</td><td class="num">{{.TPOTBound}}</td><td class="num">{{.MeasuredTPOT}}</td><td class="num">{{.TPOTRatio}}</td><td class="num">{{.PrefillBound}}</td><td class="num">{{.MeasuredTTFT}}</td><td class="num">{{.TTFTRatio}}</td><td class="num">{{.KV}}</td><td class="num">{{.MaxConc}}</td><td>{{.Regime}}</td><td>{{template "segs" .Evidence}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+{{end}}
+{{if .Rules}}
+<section id="acceptance">
+<h2>Acceptance</h2>
+<ul>
+{{- range .Rules}}
+<li><strong>{{.Name}}</strong>: <code>{{.Expect}}</code></li>
+{{- end}}
+</ul>
+{{if .RuleResults}}
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>Rule</th><th>Result</th></tr></thead>
+<tbody>
+{{- range .RuleResults}}
+<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Rule}}</td><td>{{if .Pass}}<span class="badge pass">✓ pass</span>{{else}}<span class="badge fail">✗ fail</span> {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{end}}
+</section>
+{{end}}
+{{if .Rejected}}
+<section id="rejected-rows">
+<h2>Rejected rows</h2>
+<ul>
+{{- range .Rejected}}
+<li><code>{{.Row}}</code>: {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}</li>
+{{- end}}
+</ul>
+</section>
+{{end}}
+{{with .SelfCheck}}
+<section id="client-self-check">
+<h2>Client self-check</h2>
+<p>Whether the client measured the server rather than itself. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: the client process's CPU use as a share of its cores, and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out). Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±{{.Limit}}% the row measured another workload than it says.</p>
+{{if .Shared}}<p>The built-in server runs in the client's process: its CPU use and scheduling delay count too.</p>{{end}}
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th class="num">Requested / scheduled / achieved req/s</th><th class="num">Dispatch lag p50 / p99 (ms)</th><th>Client CPU</th><th class="num">Measurement error (ms)</th><th class="num">Input tokens vs requested</th><th class="num">Output tokens vs requested</th><th>Client</th></tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr><td class="id"><code>{{.ID}}</code></td><td class="num">{{.Rates}}</td><td class="num">{{.Lag}}</td><td>{{.CPU}}</td><td class="num">{{.MErr}}</td><td class="num">{{if .In.Class}}<span class="badge {{.In.Class}}">{{.In.Text}}</span>{{else}}{{.In.Text}}{{end}}</td><td class="num">{{if .Out.Class}}<span class="badge {{.Out.Class}}">{{.Out.Text}}</span>{{else}}{{.Out.Text}}{{end}}</td><td><span class="badge {{.Client.Class}}">{{.Client.Text}}</span>{{if .Notes}} {{.Notes}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{if .Mismatched}}
+<p><strong>Token lengths differ from the requested ones:</strong></p>
+<ul>
+{{- range .Mismatched}}
+<li><code>{{index . 0}}</code>: {{index . 1}}.</li>
+{{- end}}
+</ul>
+{{end}}
+</section>
+{{end}}
+{{if .Plots}}
+<section id="plots">
+<h2>Plots</h2>
+{{- range .Plots}}
+<figure id="plot-{{.Name}}">
+<img src="{{.Src}}" alt="{{.Title}}">
+<figcaption>{{.Title}}</figcaption>
+</figure>
+{{- end}}
+</section>
+{{end}}
+<section id="reproduce">
+<h2>Reproduce</h2>
+<pre><code>{{.Reproduce}}</code></pre>
+<p>Experiment <code>{{.ExpFile}}</code>, sha256 <code>{{.SHA256}}</code> (check with <code>sha256sum -c {{.HashFile}}</code> in the run directory).</p>
+</section>
+</main>
+<footer>Written by infermatrix from the run directory's records; decision.md holds the same record.</footer>
+</body>
+</html>
+`

@@ -119,7 +119,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.semanticsNotes(sum)
 
 	if in.Analysis != nil {
-		m.predictions(in.Analysis.Predictions)
+		m.predictions(in.Plan, in.Analysis.Predictions)
 	}
 
 	if len(p.Acceptance) > 0 {
@@ -665,12 +665,19 @@ func (m *mdWriter) operatingPoints(an *Analysis) {
 
 // predictions compares each row with the bandwidth math of
 // docs/predictions.md.
-func (m *mdWriter) predictions(preds []RowPrediction) {
+func (m *mdWriter) predictions(p *schema.Plan, preds []RowPrediction) {
 	if len(preds) == 0 {
 		return
 	}
 	m.printf("## Prediction against measurement\n\n")
-	m.printf("Lower bounds from the roofline (docs/predictions.md): TPOT at batch one, bandwidth-bound; prefill compute-bound. Measured values are p50.\n\n")
+	m.printf("Lower bounds from the roofline (docs/predictions.md): TPOT at batch one, bandwidth-bound; prefill compute-bound. Measured values are p50.")
+	if p.Experiment != nil && p.Experiment.Predict != nil {
+		if d, err := p.Experiment.Predict.Deployment(); err == nil {
+			m.printf(" Assumed: %s on %d× %s, weights %g bytes and KV %g bytes per element, η_bw %g, η_f %g.",
+				d.Model.Name, d.Replicas, d.GPU.Name, d.Precision.Weight, d.Precision.KV, d.Efficiency.Bandwidth, d.Efficiency.FLOPs)
+		}
+	}
+	m.printf("\n\n")
 	m.printf("| Row | Context | Decode tok/s per stream | TPOT bound | TPOT measured | ×bound | Prefill bound | TTFT measured | ×bound | KV capacity | Max concurrency | Regime |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	ratio := func(r float64) string {
 		if r == 0 {

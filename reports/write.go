@@ -31,9 +31,9 @@ const PlotsDir = "plots"
 // Write judges the run and writes its decision record into the run
 // directory: decision.md and decision.json always (the record and its
 // machine-readable verdicts), analysis.json (predictions and operating
-// points), the plots, and whichever of summary.csv, report.html and
-// results.xlsx the experiment asks for. summary.json is the runner's and is
-// already there.
+// points), the plots, and whichever of summary.csv, report.html,
+// results.xlsx and profile_export.jsonl the experiment asks for.
+// summary.json is the runner's and is already there.
 func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Decision == nil {
 		in.Decision = Judge(in.Plan, in.Summary)
@@ -97,6 +97,13 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 			name, err = ReportHTML, WriteHTML(&b, in, plots)
 		case "xlsx":
 			name, err = ResultsXLSX, WriteXLSX(&b, in)
+		case "aiperf":
+			// Streamed to the file: it holds every request.
+			if err := writeAIPerfFile(dir, in); err != nil {
+				return nil, fmt.Errorf("render %s: %w", AIPerfExport, err)
+			}
+			w.Files = append(w.Files, AIPerfExport)
+			continue
 		default:
 			w.Unsupported = append(w.Unsupported, f)
 			continue

@@ -34,7 +34,7 @@ var (
 	DefaultPercentiles = []float64{50, 90, 95, 99}
 	DefaultFormats     = []string{"markdown", "json", "csv"}
 	// Formats lists every report format the format knows.
-	Formats = []string{"markdown", "json", "csv", "html", "xlsx"}
+	Formats = []string{"markdown", "json", "csv", "html", "xlsx", "aiperf"}
 )
 
 // reservedBody are request fields infermatrix sets itself; a body override
@@ -234,19 +234,6 @@ func (r *resolver) reportMetrics() (string, Duration) {
 		}
 	}
 	return sem, slice
-}
-
-func (r *resolver) predict() {
-	p := r.exp.Predict
-	if p == nil {
-		return
-	}
-	if p.BandwidthEfficiency == 0 {
-		p.BandwidthEfficiency = DefaultBandwidthEff
-	}
-	if p.FLOPsEfficiency == 0 {
-		p.FLOPsEfficiency = DefaultFLOPsEff
-	}
 }
 
 // merged is a row's settings with defaults applied, and for each key the

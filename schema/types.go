@@ -138,12 +138,48 @@ type SimFault struct {
 	RetryAfter  Duration `yaml:"retry_after" json:"retry_after,omitempty" doc:"For 429: the Retry-After the server sends (whole seconds)." default:"1s"`
 }
 
-// Predict names the model and GPU a bandwidth-math prediction is made for.
+// Predict describes the deployment a bandwidth-math prediction is made for
+// (docs/predictions.md): a catalogued model on a catalogued GPU, the
+// efficiencies the engine reaches, the precision it serves at, and how many
+// data-parallel replicas share the load. Any catalogued figure can be
+// overridden, so an unlisted model or GPU is described from its nearest
+// preset. The enums list roofline's catalog; a test keeps them in step.
 type Predict struct {
-	Model               string  `yaml:"model" json:"model,omitempty" doc:"Model preset, e.g. llama-3.1-8b." required:"true"`
-	GPU                 string  `yaml:"gpu" json:"gpu,omitempty" doc:"GPU preset, e.g. h100-sxm." required:"true"`
-	BandwidthEfficiency float64 `yaml:"bandwidth_efficiency" json:"bandwidth_efficiency,omitempty" doc:"Fraction of peak memory bandwidth decode achieves (0-1]." default:"0.7" exclusiveMinimum:"0" maximum:"1"`
-	FLOPsEfficiency     float64 `yaml:"flops_efficiency" json:"flops_efficiency,omitempty" doc:"Fraction of peak FLOP/s prefill achieves (0-1]." default:"0.5" exclusiveMinimum:"0" maximum:"1"`
+	Model                string         `yaml:"model" json:"model,omitempty" doc:"Model preset from the roofline catalog (docs/predictions.md), e.g. llama-3.1-8b." enum:"llama-3.1-8b,llama-3.1-70b,qwen3-0.6b,qwen3-8b,qwen3-32b,mistral-7b" required:"true"`
+	GPU                  string         `yaml:"gpu" json:"gpu,omitempty" doc:"GPU preset from the roofline catalog (docs/predictions.md), e.g. h100-sxm." enum:"h100-sxm,h100-pcie,h200,b200,a100-40gb,a100-80gb,l40s,l4,a10g,mi300x" required:"true"`
+	BandwidthEfficiency  float64        `yaml:"bandwidth_efficiency" json:"bandwidth_efficiency,omitempty" doc:"Fraction of peak memory bandwidth decode achieves (η_bw), (0, 1]." default:"0.7" exclusiveMinimum:"0" maximum:"1"`
+	FLOPsEfficiency      float64        `yaml:"flops_efficiency" json:"flops_efficiency,omitempty" doc:"Fraction of peak tensor FLOP/s prefill achieves (η_f), (0, 1]." default:"0.5" exclusiveMinimum:"0" maximum:"1"`
+	Precision            string         `yaml:"precision" json:"precision,omitempty" doc:"Weight precision: bf16 or fp16 (2 bytes per parameter) or fp8 (1 byte, and the GPU's FP8 tensor peak for prefill where it has one)." enum:"bf16,fp16,fp8" default:"bf16"`
+	KVPrecision          string         `yaml:"kv_precision" json:"kv_precision,omitempty" doc:"KV-cache precision, as vLLM's --kv-cache-dtype: bf16 or fp16 (2 bytes per element) or fp8 (1 byte). Independent of precision: an FP8 checkpoint keeps a 16-bit KV cache unless told otherwise." enum:"bf16,fp16,fp8" default:"bf16"`
+	Replicas             int            `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel replicas, one GPU each with a whole copy of the model; the deployment's KV capacity and concurrency scale with them." default:"1" minimum:"1" maximum:"1024"`
+	GPUMemoryUtilization float64        `yaml:"gpu_memory_utilization" json:"gpu_memory_utilization,omitempty" doc:"Fraction of GPU memory for weights, reserve and KV cache, as vLLM's --gpu-memory-utilization." default:"0.9" exclusiveMinimum:"0" maximum:"1"`
+	ReserveGB            *float64       `yaml:"reserve_gb" json:"reserve_gb,omitempty" doc:"Memory per GPU that is neither weights nor KV cache (activations, CUDA graphs, allocator slack), in GB (10^9 bytes)." default:"3" minimum:"0"`
+	GPUOverrides         GPUOverrides   `yaml:"gpu_overrides" json:"gpu_overrides,omitempty" doc:"Replace figures of the GPU preset, e.g. {bandwidth_tbs: 3.0} for a power-capped card."`
+	ModelOverrides       ModelOverrides `yaml:"model_overrides" json:"model_overrides,omitempty" doc:"Replace figures of the model preset, e.g. to describe a fine-tune or an unlisted model of the same family."`
+}
+
+// GPUOverrides replace a GPU preset's datasheet figures. Unset keys keep the
+// preset's; units are the datasheets' (GB = 10^9 bytes, TB/s = 10^12 bytes
+// per second, TFLOP/s = 10^12 FLOP/s, dense).
+type GPUOverrides struct {
+	MemoryGB     float64  `yaml:"memory_gb" json:"memory_gb,omitempty" doc:"Device memory in GB (10^9 bytes)." exclusiveMinimum:"0"`
+	BandwidthTBs float64  `yaml:"bandwidth_tbs" json:"bandwidth_tbs,omitempty" doc:"Peak memory bandwidth in TB/s (10^12 bytes per second)." exclusiveMinimum:"0"`
+	BF16TFLOPs   float64  `yaml:"bf16_tflops" json:"bf16_tflops,omitempty" doc:"Dense BF16 tensor peak in TFLOP/s (no 2:4 sparsity)." exclusiveMinimum:"0"`
+	FP8TFLOPs    *float64 `yaml:"fp8_tflops" json:"fp8_tflops,omitempty" doc:"Dense FP8 tensor peak in TFLOP/s; 0 for a GPU without FP8 tensor cores (fp8 prefill then uses the BF16 peak)." minimum:"0"`
+}
+
+// ModelOverrides replace a model preset's architecture, as its config.json
+// gives it. Unset keys keep the preset's.
+type ModelOverrides struct {
+	ParamsB        float64 `yaml:"params_b" json:"params_b,omitempty" doc:"Parameter count in billions, embeddings counted once." exclusiveMinimum:"0"`
+	Layers         int     `yaml:"layers" json:"layers,omitempty" doc:"Decoder layers (num_hidden_layers)." minimum:"1"`
+	Hidden         int     `yaml:"hidden" json:"hidden,omitempty" doc:"Residual width (hidden_size). No formula uses it." minimum:"1"`
+	Heads          int     `yaml:"heads" json:"heads,omitempty" doc:"Query heads (num_attention_heads)." minimum:"1"`
+	KVHeads        int     `yaml:"kv_heads" json:"kv_heads,omitempty" doc:"Key-value heads (num_key_value_heads); heads must be a multiple of it." minimum:"1"`
+	HeadDim        int     `yaml:"head_dim" json:"head_dim,omitempty" doc:"Dimension of one attention head (head_dim)." minimum:"1"`
+	Vocab          int     `yaml:"vocab" json:"vocab,omitempty" doc:"Vocabulary size (vocab_size). No formula uses it." minimum:"1"`
+	MaxPosition    int     `yaml:"max_position" json:"max_position,omitempty" doc:"Longest trained context (max_position_embeddings). No formula uses it." minimum:"1"`
+	TiedEmbeddings *bool   `yaml:"tied_embeddings" json:"tied_embeddings,omitempty" doc:"Whether the output projection shares the embedding matrix (tie_word_embeddings). No formula uses it: params_b already counts a shared matrix once."`
 }
 
 // SLO holds per-request objectives in milliseconds. Zero means not set.

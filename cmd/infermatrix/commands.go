@@ -33,7 +33,8 @@ Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed,
 4 invalid experiment, 130 interrupted.`,
 		Example: `  infermatrix run experiments/quickstart.yaml
   infermatrix validate experiments/*.yaml
-  infermatrix plan experiments/quickstart.yaml`,
+  infermatrix plan experiments/quickstart.yaml
+  infermatrix report runs/quickstart/latest`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -44,6 +45,7 @@ Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed,
 		newRunCmd(ctx, args, stdout, stderr),
 		newValidateCmd(stdout, stderr),
 		newPlanCmd(stdout),
+		newReportCmd(stdout, stderr),
 		newSimCmd(ctx, stdout, stderr),
 		newSchemaCmd(stdout),
 		newVersionCmd(stdout),
@@ -129,27 +131,88 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			case res.Interrupted:
 				return withCode(exitInterrupted, errors.New("interrupted; the decision record covers what was measured"))
 			}
-			d := written.Decision
-			switch d.Verdict {
-			case reports.Pass:
-				fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
-				return nil
-			case reports.NoRules:
-				fmt.Fprintln(stdout, "verdict: none (the experiment has no acceptance rules)")
-				return nil
-			case reports.Fail:
-				fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
-				return withCode(exitAcceptance, errors.New(""))
-			default:
-				fmt.Fprintf(stdout, "verdict: %s\n", strings.ToUpper(d.Verdict))
-				return withCode(exitRuntime, errors.New("rows with acceptance rules have no verdict"))
-			}
+			return verdictExit(stdout, written.Decision)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
+	return cmd
+}
+
+// verdictExit prints a decision's verdict and returns the exit code it
+// means: acceptance passed (or there was nothing to accept), failed, or
+// could not be judged.
+func verdictExit(stdout io.Writer, d *reports.Decision) error {
+	switch d.Verdict {
+	case reports.Pass:
+		fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
+		return nil
+	case reports.NoRules:
+		fmt.Fprintln(stdout, "verdict: none (the experiment has no acceptance rules)")
+		return nil
+	case reports.Fail:
+		fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
+		return withCode(exitAcceptance, errors.New(""))
+	default:
+		fmt.Fprintf(stdout, "verdict: %s\n", strings.ToUpper(d.Verdict))
+		return withCode(exitRuntime, errors.New("rows with acceptance rules have no verdict"))
+	}
+}
+
+func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
+	var experiment string
+	cmd := &cobra.Command{
+		Use:   "report RUN_DIR",
+		Short: "Re-render a run's decision record and reports from its run directory",
+		Long: `Report re-renders every artifact of a run directory (decision.md,
+decision.json, analysis.json, the plots and the formats the experiment asks
+for) from what the run recorded: experiment.yaml, manifest.json, summary.json
+and the per-request records. It sends no request.
+
+With --experiment, the run is judged by another experiment file instead: its
+acceptance rules and hypotheses are evaluated again against the recorded
+measurements, and its report formats decide which files are written. Its rows
+must be the ones the run measured; its SLOs, percentiles and semantics are
+not applied (the measurements were summarised under the run's), and a note
+says so where they differ. The files are rewritten in RUN_DIR.
+
+Files the experiment names (datasets, traces, tokenizer files) are looked up
+where the run found them, relative to the directory it ran in.
+
+The exit code is the verdict's, as for run.`,
+		Example: `  # after upgrading infermatrix, or to add report.html to an old run
+  infermatrix report runs/llama31-8b-h100-chat/20260301T101500Z
+
+  # would the run have passed a stricter rule?
+  infermatrix report runs/llama31-8b-h100-chat/latest --experiment stricter.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment})
+			if err != nil {
+				var ps schema.Problems
+				switch {
+				case errors.As(err, &ps):
+					fmt.Fprintln(stderr, ps.Error())
+					n := len(ps)
+					return withCode(exitInvalid, fmt.Errorf("%d problem%s; nothing was re-rendered", n, plural(n)))
+				case errors.Is(err, reports.ErrInvalidExperiment):
+					return withCode(exitInvalid, fmt.Errorf("%w\nnothing was re-rendered", err))
+				}
+				return withCode(exitRuntime, err)
+			}
+			for _, n := range res.Notes {
+				fmt.Fprintf(stderr, "note: %s\n", n)
+			}
+			for _, f := range res.Unsupported {
+				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
+			}
+			fmt.Fprintf(stdout, "decision record: %s\n", filepath.Join(res.Dir.Path, "decision.md"))
+			return verdictExit(stdout, res.Decision)
+		},
+	}
+	cmd.Flags().StringVar(&experiment, "experiment", "", "judge the run by this experiment file instead of the run's experiment.yaml (same rows)")
 	return cmd
 }
 

@@ -158,7 +158,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for _, c := range []string{"run", "validate", "plan", "sim", "schema", "version"} {
+	for _, c := range []string{"run", "validate", "plan", "report", "sim", "schema", "version"} {
 		r := cli(t, context.Background(), c, "--help")
 		if r.code != exitOK || !strings.Contains(r.stdout, "Examples:") {
 			t.Errorf("%s --help: exit %d, no examples:\n%s", c, r.code, r.stdout)

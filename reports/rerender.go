@@ -1,0 +1,335 @@
+package reports
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// ErrInvalidExperiment marks a Rerender failure that is the experiment's
+// fault rather than the tool's: the run's experiment.yaml no longer matches
+// its recorded hash, or an edited experiment does not describe the rows the
+// run measured. Problems in the file itself come as schema.Problems.
+var ErrInvalidExperiment = errors.New("invalid experiment")
+
+// RerenderOptions adjust Rerender.
+type RerenderOptions struct {
+	// Experiment is an experiment file to judge the run by instead of the
+	// run's own experiment.yaml: its acceptance rules and hypotheses are
+	// evaluated again against the recorded summary, and its report
+	// formats decide which files are written. Its rows must be the ones
+	// the run measured.
+	Experiment string
+}
+
+// Rerendered is what Rerender did.
+type Rerendered struct {
+	*Written
+	Dir *rundir.Dir
+	// Notes say where the re-rendering departs from the original run's:
+	// settings of an edited experiment that the recorded summary does not
+	// follow, rows whose records do not reproduce summary.json.
+	Notes []string
+}
+
+// Rerender re-renders every artifact of a run directory from what the run
+// recorded, without sending a request: it reads the experiment
+// (experiment.yaml, or opts.Experiment), manifest.json, summary.json and
+// the per-request records, and calls Write, so the files come out as the
+// run wrote them (or, with an edited experiment, as its rules judge the
+// same measurements).
+//
+// summary.json keeps each distribution's statistics, not its samples, and
+// rounds them to six decimals. So each row is summarised again from its
+// requests.jsonl with the run's settings; where that reproduces the stored
+// summary exactly, the rebuilt one is used, which carries the raw samples
+// p(metric, q) needs and the full precision the run rendered with. A row
+// whose records do not reproduce it (edited, or written by another build)
+// is judged on summary.json as stored, and a note says so.
+func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
+	dir, err := rundir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	in, notes, err := LoadRun(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	w, err := Write(dir, in)
+	if err != nil {
+		return nil, err
+	}
+	return &Rerendered{Written: w, Dir: dir, Notes: notes}, nil
+}
+
+// LoadRun reads a run directory into the Input its decision record is
+// rendered from, as Rerender does, and returns notes on where it departs
+// from the run.
+func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
+	man, err := dir.Manifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	sum, err := dir.Summary()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, notes, err := runPlan(dir, man, sum, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	notes = append(notes, restoreSamples(dir, plan, man, sum)...)
+	return &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}, notes, nil
+}
+
+// runPlan loads the experiment a run is judged by and checks that it
+// describes the rows the run measured.
+func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts RerenderOptions) (*schema.Plan, []string, error) {
+	var path string
+	var data []byte
+	if opts.Experiment != "" {
+		b, err := os.ReadFile(opts.Experiment)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read experiment: %w", err)
+		}
+		path, data = opts.Experiment, b
+	} else {
+		b, err := os.ReadFile(filepath.Join(dir.Path, rundir.ExperimentFile))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read run: %w", err)
+		}
+		if got := sha256Hex(b); got != man.Experiment.SHA256 {
+			return nil, nil, fmt.Errorf("%w: %s in %s has sha256 %s, but the run recorded %s: it was edited after the run; pass the edited file with --experiment to judge the run by it",
+				ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, shortCommit(got), shortCommit(man.Experiment.SHA256))
+		}
+		// Parsed under the name it was run from, so that relative paths
+		// in it (datasets, traces, tokenizers) resolve as they did and the
+		// plan is the run's own.
+		path, data = man.Experiment.File, b
+		if path == "" {
+			path = filepath.Join(dir.Path, rundir.ExperimentFile)
+		}
+	}
+	plan, err := parseAsRun(path, data, man)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// Only the rows the run measured (it may have run with --rows), each
+	// as the run defined it.
+	ran := map[string]*schema.PlannedRow{}
+	for i := range man.Rows {
+		ran[man.Rows[i].ID] = &man.Rows[i]
+	}
+	var rows []schema.PlannedRow
+	var problems []string
+	found := map[string]bool{}
+	for _, r := range plan.Rows {
+		run, ok := ran[r.ID]
+		if !ok {
+			continue
+		}
+		found[r.ID] = true
+		if d := rowDiffs(run, &r); len(d) > 0 {
+			problems = append(problems, fmt.Sprintf("row %s: %s differ%s from the run's", r.ID, strings.Join(d, ", "), map[bool]string{true: "s"}[len(d) == 1]))
+		}
+		rows = append(rows, r)
+	}
+	for _, r := range man.Rows {
+		if !found[r.ID] {
+			problems = append(problems, fmt.Sprintf("row %s: the run measured it, the experiment has no such row", r.ID))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, nil, fmt.Errorf("%w: %s does not describe the rows this run measured:\n  %s",
+			ErrInvalidExperiment, path, strings.Join(problems, "\n  "))
+	}
+	plan.Rows = rows
+
+	// What was measured stays as measured: goodput was counted against
+	// the run's objectives, the statistics under its semantics and
+	// percentiles. An edited file's differing settings are noted, not
+	// applied.
+	var notes []string
+	if opts.Experiment != "" {
+		if plan.SLO != man.SLO {
+			notes = append(notes, fmt.Sprintf("%s sets other SLOs than the run (%s); goodput stays as measured against the run's (%s)",
+				path, orNone(sloText(plan.SLO)), orNone(sloText(man.SLO))))
+		}
+		if sem := orDefault(plan.Semantics, metrics.SemInfermatrix); sem != orDefault(man.Semantics, metrics.SemInfermatrix) {
+			notes = append(notes, fmt.Sprintf("%s sets semantics %s; the run was summarised under %s, and stays so",
+				path, sem, orDefault(man.Semantics, metrics.SemInfermatrix)))
+		}
+		if !slices.Equal(plan.Percentiles, sum.Percentiles) {
+			notes = append(notes, fmt.Sprintf("%s asks for percentiles %v; the run's summary has %v", path, plan.Percentiles, sum.Percentiles))
+		}
+	}
+	plan.SLO, plan.Semantics, plan.Percentiles = man.SLO, man.Semantics, sum.Percentiles
+	return plan, notes, nil
+}
+
+// parseAsRun parses an experiment with the server override the run used
+// (--target), which the manifest's declared server shows.
+func parseAsRun(path string, data []byte, man *rundir.Manifest) (*schema.Plan, error) {
+	plan, err := schema.Parse(path, data, schema.Options{})
+	if err != nil {
+		return nil, err
+	}
+	decl := man.Server.Declared
+	target := ""
+	switch {
+	case decl.Builtin && !plan.Server.Builtin:
+		target = "builtin"
+	case !decl.Builtin && len(decl.URLs) > 0 && !slices.Equal(decl.URLs, plan.Server.URLs):
+		target = decl.URLs[0] // --target takes one URL
+	}
+	if target == "" {
+		return plan, nil
+	}
+	return schema.Parse(path, data, schema.Options{Target: target})
+}
+
+// rowDiffs names the settings in which an experiment's row differs from
+// the row a run measured. The question is prose and may be reworded; file
+// paths are compared by name, since an edited experiment elsewhere
+// resolves them against another directory.
+func rowDiffs(run, file *schema.PlannedRow) []string {
+	a, b := rowFields(run), rowFields(file)
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		if k != "question" && !reflect.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// rowFields is a row as JSON values, keyed as in the manifest.
+func rowFields(r *schema.PlannedRow) map[string]any {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	base := func(v any) any {
+		if s, ok := v.(string); ok && strings.ContainsAny(s, `/\`) {
+			return filepath.Base(s)
+		}
+		return v
+	}
+	m["tokenizer"] = base(m["tokenizer"])
+	for _, k := range []string{"dataset", "trace"} {
+		if o, ok := m[k].(map[string]any); ok {
+			o["file"] = base(o["file"])
+		}
+	}
+	return m
+}
+
+// restoreSamples summarises each row again from its records, with the
+// settings the run used, and takes the rebuilt summary where it
+// reproduces the stored one (see Rerender). The client's own load (CPU,
+// scheduling delay) is not in the records, so the self-check keeps the
+// stored figures.
+func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, sum *metrics.Summary) []string {
+	var notes []string
+	api := man.Server.Declared.API
+	if api == "" {
+		api = plan.Server.API
+	}
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		row := plan.Row(rs.ID)
+		if rs.Status == metrics.RowNotRun || row == nil {
+			continue
+		}
+		opts := metrics.Options{Percentiles: sum.Percentiles, SLO: sum.SLO, Semantics: sum.Semantics, API: api,
+			Timeslice: plan.Timeslice.D().Nanoseconds()}
+		if row.Load.Mode == schema.ModeRate {
+			opts.RequestedRate = row.Load.Rate
+		}
+		opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+		agg := metrics.NewAggregator(opts)
+		err := dir.ReadRecords(rs.ID, func(r *metrics.Record) error {
+			agg.Add(r)
+			return nil
+		})
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) || rs.Requests.Sent+rs.Requests.Warmup > 0 {
+				notes = append(notes, fmt.Sprintf("row %s: judged on summary.json as stored, where p(metric, q) reads only its percentiles: %v", rs.ID, err))
+			}
+			continue
+		}
+		re := agg.Summary(rs.ID, rs.Base, rs.Status)
+		re.Error = rs.Error
+		if rs.Semantics == "" {
+			re.Semantics = "" // a summary from before the setting existed
+		}
+		lag := re.SelfCheck.DispatchLag
+		re.SelfCheck = rs.SelfCheck
+		re.SelfCheck.DispatchLag = lag
+		if !sameJSON(&re, rs) {
+			// An edited experiment may slice time otherwise; the
+			// timeslices are shown, never judged.
+			re.Timeslices = rs.Timeslices
+		}
+		if !sameJSON(&re, rs) {
+			notes = append(notes, fmt.Sprintf("row %s: its records do not reproduce summary.json; judged on summary.json as stored, where p(metric, q) reads only its percentiles", rs.ID))
+			continue
+		}
+		*rs = re
+	}
+	return notes
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
