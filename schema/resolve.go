@@ -32,7 +32,7 @@ const (
 // DefaultPercentiles and DefaultFormats apply when report leaves them out.
 var (
 	DefaultPercentiles = []float64{50, 90, 95, 99}
-	DefaultFormats     = []string{"markdown", "json", "csv"}
+	DefaultFormats     = []string{"markdown", "json", "csv", "html", "xlsx"}
 	// Formats lists every report format the format knows.
 	Formats = []string{"markdown", "json", "csv", "html", "xlsx", "aiperf"}
 )

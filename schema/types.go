@@ -299,7 +299,7 @@ type Acceptance struct {
 // Report controls the decision record and exports.
 type Report struct {
 	Percentiles []float64 `yaml:"percentiles" json:"percentiles,omitempty" doc:"Percentiles to report for every metric, each in (0, 100); p50, p90, p95 and p99 are always reported." default:"[50, 90, 95, 99]"`
-	Formats     []string  `yaml:"formats" json:"formats,omitempty" doc:"Files to write besides the run records: markdown (decision.md), json (summary.json), csv (summary.csv), html, xlsx." default:"[markdown, json, csv]"`
+	Formats     []string  `yaml:"formats" json:"formats,omitempty" doc:"Files to write besides the run records: markdown (decision.md), json (summary.json), csv (summary.csv), html (report.html), xlsx (results.xlsx), aiperf (profile_export.jsonl, AIPerf's per-request shape)." default:"[markdown, json, csv, html, xlsx]"`
 	Semantics   string    `yaml:"semantics" json:"semantics,omitempty" doc:"Whose metric definitions the summaries follow: infermatrix (docs/metrics.md), vllm (vllm bench serve) or aiperf (NVIDIA AIPerf), to compare numbers with those tools side by side." enum:"infermatrix,vllm,aiperf" default:"infermatrix"`
 	Timeslice   *Duration `yaml:"timeslice" json:"timeslice,omitempty" doc:"Width of the timeslices in each row's summary: completions, output tokens/s, TTFT and errors over the measured window, slice by slice." default:"1s"`
 }
