@@ -60,9 +60,12 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		return nil, fmt.Errorf("render plots: %w", err)
 	}
 	for _, p := range plots {
-		for ext, data := range map[string][]byte{".png": p.PNG, ".svg": p.SVG} {
-			if len(data) > 0 {
-				if err := add(filepath.Join(PlotsDir, p.Name+ext), data); err != nil {
+		for _, f := range []struct {
+			ext  string
+			data []byte
+		}{{".png", p.PNG}, {".svg", p.SVG}} {
+			if len(f.data) > 0 {
+				if err := add(filepath.Join(PlotsDir, p.Name+f.ext), f.data); err != nil {
 					return nil, err
 				}
 			}
