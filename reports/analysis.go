@@ -1,7 +1,9 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -136,11 +138,12 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		var why []string
 		// The operating point: the passing row with the most output
 		// tokens per second.
-		best, bestTP := "", -1.0
-		judged := false
+		best, bestTP := "", 0.0
+		judged, ruled := false, false
 		for _, id := range sa.Rows {
 			v := verdicts[id]
 			judged = judged || v == Pass || v == Fail
+			ruled = ruled || (v != NoRules && v != "")
 			rs := rowSummary(in.Summary, id)
 			if v != Pass || rs == nil {
 				continue
@@ -154,7 +157,9 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 			sa.OperatingPoint = best
 			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the rows that pass acceptance", best, num(bestTP)))
 		case judged:
-			why = append(why, "no operating point: no row of the sweep passes acceptance")
+			why = append(why, "no operating point: no row of the sweep passes acceptance with any throughput")
+		case ruled:
+			why = append(why, "no operating point: no row of the sweep was judged (not run, or failed to run)")
 		default:
 			why = append(why, "no operating point: the sweep's rows have no acceptance rules")
 		}
@@ -184,11 +189,28 @@ func findKnee(in *Input, idx []int) (string, string) {
 			return "", "no knee: the sweep varies more than the load"
 		}
 	}
-	for k := 1; k < len(idx); k++ {
-		a, b := &rows[idx[k-1]], &rows[idx[k]]
+	// Walk in order of load, whatever order the values were written in,
+	// over the rows that ran: a row without measurements is skipped, and
+	// its neighbours are compared with each other.
+	measured := func(r *schema.PlannedRow) bool {
+		rs := rowSummary(in.Summary, r.ID)
+		return rs != nil && (rs.Status == metrics.RowComplete || rs.Status == metrics.RowInterrupted) && rs.Throughput.OutputTokensPerS > 0
+	}
+	var walk []*schema.PlannedRow
+	for _, i := range idx {
+		if measured(&rows[i]) && load(&rows[i]) > 0 {
+			walk = append(walk, &rows[i])
+		}
+	}
+	slices.SortStableFunc(walk, func(a, b *schema.PlannedRow) int { return cmp.Compare(load(a), load(b)) })
+	if len(walk) < 2 {
+		return "", "no knee: fewer than two rows of the sweep were measured"
+	}
+	for k := 1; k < len(walk); k++ {
+		a, b := walk[k-1], walk[k]
 		sa, sb := rowSummary(in.Summary, a.ID), rowSummary(in.Summary, b.ID)
 		la, lb := load(a), load(b)
-		if sa == nil || sb == nil || la <= 0 || lb <= la {
+		if lb <= la {
 			continue
 		}
 		ta, tb := sa.Throughput.OutputTokensPerS, sb.Throughput.OutputTokensPerS

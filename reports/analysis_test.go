@@ -11,12 +11,16 @@ import (
 // sweepInput builds a four-point concurrency sweep whose throughput and
 // latency are given per row, with the verdicts given.
 func sweepInput(t *testing.T, tput, ttftP95 []float64, verdicts []string) *Input {
+	return sweepInputOrder(t, "[1, 4, 16, 64]", tput, ttftP95, verdicts)
+}
+
+func sweepInputOrder(t *testing.T, values string, tput, ttftP95 []float64, verdicts []string) *Input {
 	t.Helper()
 	plan, err := schema.Parse("s.yaml", []byte(`apiVersion: infermatrix/v1
 name: s
 server: {target: builtin}
 rows:
-  - {id: sat, requests: 10, input_tokens: 100, output_tokens: 50, sweep: {concurrency: [1, 4, 16, 64]}}
+  - {id: sat, requests: 10, input_tokens: 100, output_tokens: 50, sweep: {concurrency: `+values+`}}
   - {id: single, requests: 10, concurrency: 1, input_tokens: 100, output_tokens: 50}
 `), schema.Options{})
 	if err != nil {
@@ -25,7 +29,7 @@ rows:
 	sum := &metrics.Summary{}
 	d := &Decision{}
 	for i, r := range plan.Rows[:4] {
-		rs := metrics.RowSummary{ID: r.ID, Base: r.Base}
+		rs := metrics.RowSummary{ID: r.ID, Base: r.Base, Status: metrics.RowComplete}
 		rs.Throughput.OutputTokensPerS = tput[i]
 		rs.Metrics.TTFT.P95 = ttftP95[i]
 		rs.Metrics.TPOT.P95 = 10
@@ -63,6 +67,21 @@ func TestOperatingPointAndKnee(t *testing.T) {
 	lin := analyzeSweeps(sweepInput(t, []float64{100, 400, 1600, 6400}, []float64{50, 50, 51, 52}, []string{Fail, Fail, Fail, Fail}))
 	if lin[0].Knee != "" || lin[0].OperatingPoint != "" || !strings.Contains(lin[0].Why, "no row of the sweep passes") || !strings.Contains(lin[0].Why, "no knee") {
 		t.Errorf("linear, all failing: %+v", lin[0])
+	}
+	// Values written in descending order are walked by load.
+	desc := analyzeSweeps(sweepInputOrder(t, "[64, 16, 4, 1]",
+		[]float64{1600, 1400, 390, 100}, []float64{900, 80, 55, 50}, []string{Fail, Pass, Pass, Pass}))
+	if desc[0].Knee != "sat/c=16" || desc[0].OperatingPoint != "sat/c=16" {
+		t.Errorf("descending sweep: %+v", desc[0])
+	}
+	// Rows with rules that did not run: neither "no rules" nor a knee.
+	notRun := sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{NotRun, NotRun, NotRun, NotRun})
+	for i := range notRun.Summary.Rows {
+		notRun.Summary.Rows[i].Status = metrics.RowNotRun
+	}
+	nr := analyzeSweeps(notRun)
+	if nr[0].Knee != "" || !strings.Contains(nr[0].Why, "no row of the sweep was judged") || !strings.Contains(nr[0].Why, "fewer than two rows") {
+		t.Errorf("not run: %+v", nr[0])
 	}
 	// Flat throughput without a latency rise is no knee either: the
 	// server is not queueing.

@@ -96,6 +96,7 @@ type htmlView struct {
 	SelfCheck   *htmlSelfCheck
 	Plots       []htmlPlot
 	Reproduce   string
+	JudgedBy    string
 	ExpFile     string
 	HashFile    string
 }
@@ -187,6 +188,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		Facts:       serverFacts(p, man),
 		SHA256:      man.Experiment.SHA256,
 		Reproduce:   reproduceCommand(man),
+		JudgedBy:    in.JudgedBy,
 		ExpFile:     man.Experiment.File,
 		HashFile:    rundir.HashFile,
 		HasSLO:      !sum.SLO.IsZero(),
@@ -785,6 +787,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{end}}
 <section id="reproduce">
 <h2>Reproduce</h2>
+{{if .JudgedBy}}<p class="note">Judged by {{.JudgedBy}}, not by the experiment the run was made with: its acceptance rules and hypotheses were re-evaluated against the recorded measurements (<code>infermatrix report --experiment</code>).</p>{{end}}
 <pre><code>{{.Reproduce}}</code></pre>
 <p>Experiment <code>{{.ExpFile}}</code>, sha256 <code>{{.SHA256}}</code> (check with <code>sha256sum -c {{.HashFile}}</code> in the run directory).</p>
 </section>

@@ -27,6 +27,10 @@ type Input struct {
 	Records func(rowID string, fn func(*metrics.Record) error) error
 	// RunDir is the run directory's path, for the reproduce section.
 	RunDir string
+	// JudgedBy names the experiment file (and its hash) whose acceptance
+	// rules and hypotheses judged the run, when it is not the one the run
+	// was made with (infermatrix report --experiment).
+	JudgedBy string
 
 	plots []Plot // rendered by Write, linked from decision.md
 }
@@ -165,6 +169,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.plots(in.plots)
 
 	m.printf("## Reproduce\n\n")
+	if in.JudgedBy != "" {
+		m.printf("> Judged by %s, not by the experiment the run was made with: its acceptance rules and hypotheses were re-evaluated against the recorded measurements (`infermatrix report --experiment`).\n\n", cell(in.JudgedBy))
+	}
 	m.printf("```sh\n%s\n```\n\n", reproduceCommand(man))
 	m.printf("Experiment `%s`, sha256 `%s` (check with `sha256sum -c %s` in the run directory).\n", man.Experiment.File, man.Experiment.SHA256, rundir.HashFile)
 	return m.err

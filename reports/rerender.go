@@ -69,6 +69,13 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Artifacts of formats the experiment no longer asks for would
+	// contradict the new record: remove them.
+	for _, stale := range staleArtifacts(in.Plan.Formats) {
+		if err := os.RemoveAll(filepath.Join(dir.Path, stale)); err != nil {
+			return nil, fmt.Errorf("remove %s: %w", stale, err)
+		}
+	}
 	w, err := Write(dir, in)
 	if err != nil {
 		return nil, err
@@ -93,7 +100,24 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 		return nil, nil, err
 	}
 	notes = append(notes, restoreSamples(dir, plan, man, sum)...)
-	return &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}, notes, nil
+	in := &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}
+	if opts.Experiment != "" {
+		in.JudgedBy = fmt.Sprintf("%s (sha256 %s)", opts.Experiment, plan.SHA256)
+	}
+	return in, notes, nil
+}
+
+// staleArtifacts lists the files of report formats not in formats, which a
+// re-render must not leave behind.
+func staleArtifacts(formats []string) []string {
+	byFormat := map[string]string{"csv": SummaryCSV, "html": ReportHTML, "xlsx": ResultsXLSX, "aiperf": AIPerfExport}
+	var out []string
+	for _, f := range []string{"csv", "html", "xlsx", "aiperf"} {
+		if !slices.Contains(formats, f) {
+			out = append(out, byFormat[f])
+		}
+	}
+	return out
 }
 
 // runPlan loads the experiment a run is judged by and checks that it
@@ -185,7 +209,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 // parseAsRun parses an experiment with the server override the run used
 // (--target), which the manifest's declared server shows.
 func parseAsRun(path string, data []byte, man *rundir.Manifest) (*schema.Plan, error) {
-	plan, err := schema.Parse(path, data, schema.Options{})
+	plan, err := schema.Parse(path, data, schema.Options{SkipFileChecks: true})
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +224,7 @@ func parseAsRun(path string, data []byte, man *rundir.Manifest) (*schema.Plan, e
 	if target == "" {
 		return plan, nil
 	}
-	return schema.Parse(path, data, schema.Options{Target: target})
+	return schema.Parse(path, data, schema.Options{Target: target, SkipFileChecks: true})
 }
 
 // rowDiffs names the settings in which an experiment's row differs from

@@ -70,6 +70,10 @@ func TestRerenderRestoresSamples(t *testing.T) {
 	if len(notes) > 0 {
 		t.Errorf("notes: %q; want none", notes)
 	}
+	// The record says which file judged it.
+	if !strings.HasPrefix(in.JudgedBy, exp+" (sha256 ") {
+		t.Errorf("JudgedBy = %q; want the edited file and its hash", in.JudgedBy)
+	}
 	got := map[string]string{}
 	for _, rv := range in.Decision.Rows {
 		got[rv.ID] = rv.Verdict

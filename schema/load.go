@@ -18,6 +18,11 @@ type Options struct {
 	Target string
 	// Rows keeps only these rows (base or expanded ids); empty keeps all.
 	Rows []string
+	// SkipFileChecks accepts files the experiment names (datasets,
+	// traces, tokenizers) without checking that they exist. Re-rendering
+	// a run reads its records, never these files, and may happen on
+	// another machine or from another directory.
+	SkipFileChecks bool
 }
 
 // Load reads, decodes and validates an experiment file. On failure the error
@@ -94,6 +99,9 @@ func (r *resolver) statFile(path, name string) string {
 	full := name
 	if !filepath.IsAbs(name) {
 		full = filepath.Join(r.dir, name)
+	}
+	if r.skipFiles {
+		return full
 	}
 	if _, err := os.Stat(full); err != nil {
 		hint := "paths are relative to the experiment file's directory"

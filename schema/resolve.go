@@ -68,6 +68,8 @@ type resolver struct {
 	exp   *Experiment
 	dir   string
 	lines []string // the file's lines, for columns inside expressions
+	// skipFiles leaves files the experiment names unchecked (Options).
+	skipFiles bool
 }
 
 // problem records a validation problem at path, unless the value there
@@ -100,6 +102,7 @@ func (r *resolver) posOf(path string) Pos {
 }
 
 func (r *resolver) resolve(opts Options) *Plan {
+	r.skipFiles = opts.SkipFileChecks
 	e := r.exp
 	plan := &Plan{}
 	if e.APIVersion != "" && e.APIVersion != APIVersion {

@@ -178,8 +178,9 @@ must be the ones the run measured; its SLOs, percentiles and semantics are
 not applied (the measurements were summarised under the run's), and a note
 says so where they differ. The files are rewritten in RUN_DIR.
 
-Files the experiment names (datasets, traces, tokenizer files) are looked up
-where the run found them, relative to the directory it ran in.
+Files the experiment names (datasets, traces, tokenizer files) are not needed:
+everything is re-rendered from the run's own records, so a run directory can
+be re-rendered from anywhere, on another machine too.
 
 The exit code is the verdict's, as for run.`,
 		Example: `  # after upgrading infermatrix, or to add report.html to an old run
