@@ -290,19 +290,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 }
 
 func htmlVerdictOf(d *Decision) htmlVerdict {
-	var pass, fail, none, notRun []string
-	for _, rv := range d.Rows {
-		switch rv.Verdict {
-		case Pass:
-			pass = append(pass, rv.ID)
-		case Fail:
-			fail = append(fail, rv.ID)
-		case NoRules:
-			none = append(none, rv.ID)
-		case NotRun:
-			notRun = append(notRun, rv.ID)
-		}
-	}
+	pass, fail, none, notRun := d.byVerdict()
 	judged := len(pass) + len(fail)
 	var v htmlVerdict
 	switch d.Verdict {

@@ -49,6 +49,23 @@ type Decision struct {
 // Passed reports whether acceptance passed.
 func (d *Decision) Passed() bool { return d.Verdict == Pass }
 
+// byVerdict sorts the row ids by verdict, for the renderers' summaries.
+func (d *Decision) byVerdict() (pass, fail, none, notRun []string) {
+	for _, rv := range d.Rows {
+		switch rv.Verdict {
+		case Pass:
+			pass = append(pass, rv.ID)
+		case Fail:
+			fail = append(fail, rv.ID)
+		case NoRules:
+			none = append(none, rv.ID)
+		case NotRun:
+			notRun = append(notRun, rv.ID)
+		}
+	}
+	return pass, fail, none, notRun
+}
+
 // RowVerdict is one row's judgement.
 type RowVerdict struct {
 	ID      string       `json:"id"`

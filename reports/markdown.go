@@ -304,19 +304,8 @@ func (m *mdWriter) printf(format string, args ...any) {
 }
 
 func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
-	var pass, fail, none, notRun, bound []string
-	for _, rv := range d.Rows {
-		switch rv.Verdict {
-		case Pass:
-			pass = append(pass, rv.ID)
-		case Fail:
-			fail = append(fail, rv.ID)
-		case NoRules:
-			none = append(none, rv.ID)
-		case NotRun:
-			notRun = append(notRun, rv.ID)
-		}
-	}
+	pass, fail, none, notRun := d.byVerdict()
+	var bound []string
 	for _, rs := range sum.Rows {
 		if rs.SelfCheck.ClientBound {
 			bound = append(bound, rs.ID)

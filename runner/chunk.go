@@ -277,47 +277,52 @@ func (s *chunkScanner) rawKey() ([]byte, bool) {
 }
 
 func (s *chunkScanner) choices(f *chunkFields) bool {
-	switch s.peek() {
-	case 'n':
+	if s.peek() == 'n' {
 		return s.lit("null")
-	case '[':
-	default:
+	}
+	return s.array(func() bool {
+		c := f.nextChoice()
+		if s.peek() == 'n' {
+			return s.lit("null")
+		}
+		var seen uint8
+		return s.object(func(key []byte) bool {
+			switch string(key) {
+			case "delta":
+				return once(&seen, 1) && s.delta(c)
+			case "text":
+				return once(&seen, 2) && s.str(&c.text, true)
+			case "finish_reason":
+				if !once(&seen, 4) {
+					return false
+				}
+				if s.peek() == 'n' {
+					return s.lit("null")
+				}
+				c.hasFinish = true
+				return s.str(&c.finish, false)
+			}
+			return !foldsTo(key, "delta", "text", "finish_reason") && s.skip()
+		})
+	})
+}
+
+// array scans an array, calling elem positioned at each element; elem must
+// consume it.
+func (s *chunkScanner) array(elem func() bool) bool {
+	if s.peek() != '[' || s.depth >= maxDepth {
 		return false
 	}
+	s.depth++
+	defer func() { s.depth-- }()
 	s.i++
 	if s.peek() == ']' {
 		s.i++
 		return true
 	}
 	for {
-		c := f.nextChoice()
-		if s.peek() == 'n' {
-			if !s.lit("null") {
-				return false
-			}
-		} else {
-			var seen uint8
-			ok := s.object(func(key []byte) bool {
-				switch string(key) {
-				case "delta":
-					return once(&seen, 1) && s.delta(c)
-				case "text":
-					return once(&seen, 2) && s.str(&c.text, true)
-				case "finish_reason":
-					if !once(&seen, 4) {
-						return false
-					}
-					if s.peek() == 'n' {
-						return s.lit("null")
-					}
-					c.hasFinish = true
-					return s.str(&c.finish, false)
-				}
-				return !foldsTo(key, "delta", "text", "finish_reason") && s.skip()
-			})
-			if !ok {
-				return false
-			}
+		if !elem() {
+			return false
 		}
 		switch s.peek() {
 		case ',':
@@ -510,30 +515,7 @@ func (s *chunkScanner) skip() bool {
 	case c == '{':
 		return s.object(func([]byte) bool { return s.skip() })
 	case c == '[':
-		if s.depth >= maxDepth {
-			return false
-		}
-		s.depth++
-		defer func() { s.depth-- }()
-		s.i++
-		if s.peek() == ']' {
-			s.i++
-			return true
-		}
-		for {
-			if !s.skip() {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return s.array(s.skip)
 	case c == '"':
 		return s.str(nil, false)
 	case c == 't':
