@@ -71,7 +71,13 @@ func predictRow(d schema.Deployment, row *schema.PlannedRow, rs *metrics.RowSumm
 	p.Context = in + out/2
 	p.DecodeTokensPerS = roofline.DecodeTokensPerSecond(m, g, prec, eff, p.Context)
 	p.TPOTBoundMS = 1e3 * roofline.TPOTBound(m, g, prec, eff, p.Context)
-	p.PrefillBoundMS = 1e3 * roofline.PrefillBound(m, g, prec, eff, 0, int(math.Round(in)))
+	// A warm shared prefix is in the prefix cache before the row starts:
+	// its whole blocks are not computed again, as vLLM hits whole blocks.
+	cached := 0
+	if pf := row.Prefix; pf != nil && pf.Warm && d.BlockSize > 0 {
+		cached = min(pf.Length/d.BlockSize*d.BlockSize, int(math.Round(in))-1)
+	}
+	p.PrefillBoundMS = 1e3 * roofline.PrefillBound(m, g, prec, eff, cached, int(math.Round(in))-cached)
 	perReplica := roofline.KVCapacity(m, g, prec, d.GPUMemoryUtilization, d.ReserveBytes, d.BlockSize)
 	p.KVCapacityTokens = perReplica * d.Replicas
 	p.MaxConcurrency = roofline.MaxConcurrency(perReplica, int(math.Ceil(in+out)), d.BlockSize) * d.Replicas

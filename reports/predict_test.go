@@ -385,3 +385,28 @@ func TestPredictionsDocCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictWarmPrefix checks that a warm prefix's whole blocks are
+// credited to the prefill bound: they are in the cache before the row.
+func TestPredictWarmPrefix(t *testing.T) {
+	plan, err := schema.Parse("w.yaml", []byte(`apiVersion: infermatrix/v1
+name: w
+server: {target: builtin}
+predict: {model: llama-3.1-8b, gpu: h100-sxm, bandwidth_efficiency: 0.8, flops_efficiency: 0.55}
+rows:
+  - {id: cold, concurrency: 1, requests: 4, input_tokens: 3500, output_tokens: 100, prefix: {length: 3000, distinct: 4}}
+  - {id: warm, concurrency: 1, requests: 4, input_tokens: 3500, output_tokens: 100, prefix: {length: 3000, distinct: 4, warm: true}}
+`), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds := predictRows(&Input{Plan: plan})
+	m, _ := roofline.LookupModel("llama-3.1-8b")
+	g, _ := roofline.LookupGPU("h100-sxm")
+	eff := roofline.Efficiency{Bandwidth: 0.8, FLOPs: 0.55}
+	cold := 1e3 * roofline.PrefillBound(m, g, roofline.BF16, eff, 0, 3500)
+	warm := 1e3 * roofline.PrefillBound(m, g, roofline.BF16, eff, 2992, 508) // 187 whole blocks of 16
+	if math.Abs(preds[0].PrefillBoundMS-cold) > 1e-9 || math.Abs(preds[1].PrefillBoundMS-warm) > 1e-9 {
+		t.Errorf("prefill bounds %v and %v ms, want %v (cold) and %v (warm)", preds[0].PrefillBoundMS, preds[1].PrefillBoundMS, cold, warm)
+	}
+}
