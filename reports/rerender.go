@@ -128,7 +128,9 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 	if opts.Experiment != "" {
 		b, err := os.ReadFile(opts.Experiment)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read experiment: %w", err)
+			// As for run and validate, a file that cannot be read is
+			// an invalid experiment (exit 4), not a runtime failure.
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidExperiment, err)
 		}
 		path, data = opts.Experiment, b
 	} else {
