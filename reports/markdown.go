@@ -378,17 +378,7 @@ func serverFacts(p *schema.Plan, man *rundir.Manifest) [][2]string {
 	add("API", s.API)
 	add("Model", s.Model)
 	disc := man.Server.Discovered
-	if len(disc.Models) > 0 {
-		var ms []string
-		for _, md := range disc.Models {
-			t := md.ID
-			if md.MaxModelLen > 0 {
-				t += fmt.Sprintf(" (max_model_len %d)", md.MaxModelLen)
-			}
-			ms = append(ms, t)
-		}
-		add("Server lists", strings.Join(ms, ", "))
-	}
+	add("Server lists", discoveredModels(disc))
 	if disc.Error != "" {
 		add("Discovery", disc.Error)
 	}
@@ -705,4 +695,18 @@ func (m *mdWriter) plots(plots []Plot) {
 	for _, p := range plots {
 		m.printf("![%s](%s/%s.png)\n\n", cell(p.Title), PlotsDir, p.Name)
 	}
+}
+
+// discoveredModels lists the models the server's /models answered with,
+// each with its context limit when it gave one; "" when it listed none.
+func discoveredModels(disc rundir.Discovered) string {
+	ms := make([]string, 0, len(disc.Models))
+	for _, md := range disc.Models {
+		t := md.ID
+		if md.MaxModelLen > 0 {
+			t += fmt.Sprintf(" (max_model_len %d)", md.MaxModelLen)
+		}
+		ms = append(ms, t)
+	}
+	return strings.Join(ms, ", ")
 }

@@ -992,16 +992,8 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	add("Model", s.Model)
 	disc := man.Server.Discovered
 	add("Discovered at", xlsxRedactURL(disc.URL))
-	if len(disc.Models) > 0 {
-		var ms []string
-		for _, md := range disc.Models {
-			t := md.ID
-			if md.MaxModelLen > 0 {
-				t += fmt.Sprintf(" (max_model_len %d)", md.MaxModelLen)
-			}
-			ms = append(ms, t)
-		}
-		add("Server lists", strings.Join(ms, ", "))
+	if ms := discoveredModels(disc); ms != "" {
+		add("Server lists", ms)
 	}
 	add("Server header", disc.Server)
 	add("Discovery error", disc.Error)
