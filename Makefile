@@ -22,14 +22,21 @@ build:
 demo: build
 	./$(BIN) run experiments/quickstart.yaml
 
-## test: gofmt check, go vet, and every test with the race detector
+## test: gofmt check, go vet, and every test with the race detector, then every skipped test and why
 # Packages run one at a time (-p 1): several tests run real load against the
 # built-in server in real time, and a package's tests competing with
 # another's for two cores would measure the contention, not the code.
+# internal/testsum reads go test -json as it comes and prints go test's usual
+# lines, failing tests' output in full, and at the end every skipped test with
+# its reason: a test skipped for want of ../shared/tokenizers or Chromium must
+# be seen. pipefail: a go test that fails fails make, whatever testsum says.
+test: SHELL := bash
 test:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -p 1 ./...
+	$(GO) build -o bin/testsum ./internal/testsum
+	set -o pipefail; $(GO) test -race -p 1 -json ./... | bin/testsum \
+		-note 'INFERMATRIX_REQUIRE_SHARED=1 and INFERMATRIX_REQUIRE_CHROMIUM=1 (as .ci/run sets) turn a missing ../shared or Chromium into a failure instead of a skip.'
 
 ## fmt: format the code
 fmt:

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -37,6 +38,21 @@ type RowEnv struct {
 	WindowS      float64    `expr:"window_s"`
 	SelfCheck    SelfEnv    `expr:"self_check"`
 	Tokens       TokensEnv  `expr:"tokens"`
+	InFlight     InFlight   `expr:"in_flight"`
+	Cache        CacheEnv   `expr:"cache"`
+}
+
+// CacheEnv exposes the server's prefix-cache figures: "cache.hit_ratio <
+// 0.05" asserts a cold row, "cache.hit_ratio > 0.5" a warm prefix that
+// works. When the server reported no cached tokens the figures are
+// missing data, judged as an empty distribution is (see RowEnv.Filled).
+type CacheEnv struct {
+	HitRatio        float64 `expr:"hit_ratio"`
+	UnexpectedRatio float64 `expr:"unexpected_ratio"`
+	CachedTokens    int64   `expr:"cached_tokens"`
+	PromptTokens    int64   `expr:"prompt_tokens"`
+	Requests        int     `expr:"requests"`
+	known           bool
 }
 
 // SelfEnv exposes the client self-check, so a rule can refuse a row the
@@ -89,7 +105,10 @@ func NewRowEnv(s *RowSummary) RowEnv {
 		Errors:     ErrorEnv{Total: s.Errors.Total, Ratio: s.Errors.Ratio},
 		SelfCheck: SelfEnv{ClientBound: s.SelfCheck.ClientBound, CPU: s.SelfCheck.ClientCPU,
 			MeasurementErrorMS: s.SelfCheck.MeasurementErrorMS},
-		Tokens: TokensEnv{Mismatch: s.Tokens.Mismatch, InputDiff: s.Tokens.Input.Diff, OutputDiff: s.Tokens.Output.Diff},
+		Tokens:   TokensEnv{Mismatch: s.Tokens.Mismatch, InputDiff: s.Tokens.Input.Diff, OutputDiff: s.Tokens.Output.Diff},
+		InFlight: s.InFlight,
+		Cache: CacheEnv{HitRatio: s.Cache.HitRatio, UnexpectedRatio: s.Cache.UnexpectedRatio, CachedTokens: s.Cache.CachedTokens,
+			PromptTokens: s.Cache.PromptTokens, Requests: s.Cache.Requests, known: s.Cache.Known()},
 	}
 	by := s.Errors.ByClass
 	e.Errors.Connect, e.Errors.HTTP, e.Errors.Stream = by[ErrConnect], by[ErrHTTP], by[ErrStream]
@@ -101,7 +120,8 @@ func NewRowEnv(s *RowSummary) RowEnv {
 var distType = reflect.TypeOf(Dist{})
 
 // EmptyMetrics lists the expression names of the distributions with no
-// samples (a non-streamed row has no ttft).
+// samples (a non-streamed row has no ttft), and "cache" when the server
+// reported no cached tokens.
 func (e RowEnv) EmptyMetrics() []string {
 	var out []string
 	v := reflect.ValueOf(e)
@@ -110,6 +130,9 @@ func (e RowEnv) EmptyMetrics() []string {
 		if f.Type == distType && v.Field(i).Interface().(Dist).Count == 0 {
 			out = append(out, f.Tag.Get("expr"))
 		}
+	}
+	if !e.Cache.known {
+		out = append(out, "cache")
 	}
 	return out
 }
@@ -126,6 +149,9 @@ func (e RowEnv) Filled(v float64) RowEnv {
 		if f.Type() == distType && f.Interface().(Dist).Count == 0 {
 			f.Set(reflect.ValueOf(filledDist(v)))
 		}
+	}
+	if !e.Cache.known {
+		e.Cache.HitRatio, e.Cache.UnexpectedRatio = v, v
 	}
 	return e
 }
@@ -613,4 +639,67 @@ func (v *operandVisitor) Visit(node *ast.Node) {
 			v.nodes = append(v.nodes, n)
 		}
 	}
+}
+
+// PercentileUse is a percentile an expression reads: Metric is the
+// distribution's name ("ttft"), Q the percentile (95 for ttft.p95 or
+// p(ttft, 95)).
+type PercentileUse struct {
+	Metric string
+	Q      float64
+}
+
+// PercentileUses lists the percentiles of distributions an acceptance
+// expression reads, for the check that each has enough samples behind it.
+// A p() call whose percentile is not a literal is left out.
+func PercentileUses(src string) []PercentileUse {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil
+	}
+	dists := map[string]bool{}
+	t := reflect.TypeOf(RowEnv{})
+	for i := 0; i < t.NumField(); i++ {
+		if t.Field(i).Type == distType {
+			dists[t.Field(i).Tag.Get("expr")] = true
+		}
+	}
+	var out []PercentileUse
+	seen := map[PercentileUse]bool{}
+	add := func(u PercentileUse) {
+		if dists[u.Metric] && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	for _, op := range Operands(src) {
+		if len(op.Path) == 2 {
+			if m := pctName.FindStringSubmatch(op.Path[1]); m != nil {
+				q, _ := strconv.ParseFloat(m[1], 64)
+				add(PercentileUse{Metric: op.Path[0], Q: q})
+			}
+		}
+	}
+	v := &operandVisitor{inner: map[ast.Node]bool{}}
+	ast.Walk(&tree.Node, v)
+	for _, n := range v.nodes {
+		c, ok := n.(*ast.CallNode)
+		if !ok || len(c.Arguments) != 2 {
+			continue
+		}
+		_, path := chainOf(c.Arguments[0])
+		var q float64
+		switch a := c.Arguments[1].(type) {
+		case *ast.IntegerNode:
+			q = float64(a.Value)
+		case *ast.FloatNode:
+			q = a.Value
+		default:
+			continue
+		}
+		if len(path) == 1 {
+			add(PercentileUse{Metric: path[0], Q: q})
+		}
+	}
+	return out
 }

@@ -88,6 +88,16 @@ type Record struct {
 
 	InputTokens  Tokens `json:"input_tokens"`
 	OutputTokens Tokens `json:"output_tokens"`
+	// CachedTokens is how many of the prompt's tokens the server says it
+	// found in its prefix cache (usage.prompt_tokens_details.cached_tokens,
+	// or llama.cpp's timings.cache_n); nil when it did not say.
+	CachedTokens *int `json:"cached_tokens,omitempty"`
+	// SharedTokens is how many leading prompt tokens the workload shares
+	// with other requests on purpose, by the client's count: a declared
+	// prefix, a trace's hash-id blocks, or a whole prompt the experiment
+	// sends verbatim more than once. Cached tokens beyond these (and beyond
+	// a chat template's) are a cache hit the row did not ask for.
+	SharedTokens int `json:"shared_tokens,omitempty"`
 
 	// Events are the arrival times of the events carrying generated text,
 	// stamped when their bytes were read and before JSON decoding.
@@ -107,7 +117,24 @@ type Record struct {
 type Error struct {
 	Class   string `json:"class"`
 	Message string `json:"message"`
+	// Detail tells apart failures of one class that other tools judge
+	// differently (vLLM's benchmark counts some as successes): one of
+	// the Detail constants, or empty.
+	Detail string `json:"detail,omitempty"`
 }
+
+// Error details.
+const (
+	// DetailCleanEOF: a truncated stream whose body ended cleanly, without
+	// data: [DONE] (rather than a connection closed mid-body).
+	DetailCleanEOF = "eof"
+	// DetailErrorEvent: a stream error sent as an SSE event of type
+	// "error".
+	DetailErrorEvent = "event"
+	// DetailErrorData: a stream error sent as an ordinary data line
+	// holding an error object.
+	DetailErrorData = "data"
+)
 
 // Tokens counts one side of a request three ways, because tools disagree on
 // which count is true and a reviewer should be able to see all of them.

@@ -37,8 +37,23 @@ func measure(sem, api string, r *Record) measured {
 	}
 	switch sem {
 	case SemVLLM:
-		// prompt_len: the benchmark's own count of the prompt it built.
-		v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
+		// Usage counts only from a chunk without choices (UsageNS); the
+		// prompt is then the server's count, else the dataset's own
+		// prompt_len (what the row asked for); the output is the
+		// server's completion_tokens unless absent or zero, else the
+		// client's count of the text.
+		fromUsage := !r.Stream || r.UsageNS > 0
+		v.in, v.hasIn = r.InputTokens.Requested, r.InputTokens.Requested > 0
+		if !v.hasIn {
+			v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
+		}
+		if fromUsage && r.InputTokens.Server != nil {
+			v.in, v.hasIn = *r.InputTokens.Server, true
+		}
+		v.out = r.OutputTokens.Client
+		if fromUsage && r.OutputTokens.Server != nil && *r.OutputTokens.Server > 0 {
+			v.out = *r.OutputTokens.Server
+		}
 		if r.Stream {
 			v.ttft, v.e2e, v.fallback = vllmTimes(api, r)
 		}
@@ -60,11 +75,12 @@ func missingChoiceStamps(r *Record) bool {
 	return r.FirstTokenNS > 0 && (r.FirstChoiceNS == 0 || r.LastChoiceNS == 0)
 }
 
-// vllmTimes returns a stream's TTFT and E2E as vllm bench serve takes them:
-// TTFT at the first chunk with choices, even an empty role chunk; E2E at
-// the last chunk with choices, or for chat at the usage chunk after it,
-// which its chat function also stamps. Without the stamps it falls back to
-// the text events and says so.
+// vllmTimes returns a stream's TTFT and E2E as vllm bench serve takes them
+// (benchmarks/lib/endpoint_request_func.py at 02cfb534, after vLLM PR
+// #55508): TTFT at the first chunk with choices, even an empty role chunk;
+// E2E at the last chunk with choices, for chat and completions alike (the
+// usage chunk after it no longer counts). Without the stamps it falls back
+// to the text events and says so.
 func vllmTimes(api string, r *Record) (ttft, e2e int64, fallback bool) {
 	if missingChoiceStamps(r) {
 		return r.FirstTokenNS, r.EndToEndNS(), true
@@ -74,9 +90,6 @@ func vllmTimes(api string, r *Record) (ttft, e2e int64, fallback bool) {
 		ttft = r.FirstTokenNS // a text event is a choice chunk
 	}
 	e2e = max(r.LastChoiceNS, r.LastTokenNS)
-	if api != "completions" {
-		e2e = max(e2e, r.UsageNS)
-	}
 	if e2e == 0 {
 		e2e = r.EndNS // no choice chunk at all
 	}
@@ -108,6 +121,31 @@ func eventGaps(events []int64, f func(ns int64)) {
 	}
 }
 
+// vllmSucceeded applies vllm bench serve's success rule to a record: HTTP
+// 200, at least one chunk with choices, and no exception until the stream
+// ends. [DONE] is never required, so a stream that ends cleanly without it
+// succeeds; an error sent as a plain data line after the first choices is
+// not even seen (it has no choices and no usage) and the request succeeds
+// with what came before; an error sent as an "event: error" SSE event
+// breaks its JSON parsing and fails it, as do resets, timeouts and broken
+// bodies. Non-streamed requests (vLLM's benchmark always streams) keep
+// infermatrix's rule.
+func vllmSucceeded(r *Record) bool {
+	if !r.Stream {
+		return r.OK()
+	}
+	choices := r.FirstChoiceNS > 0 || (r.FirstChoiceNS == 0 && r.FirstTokenNS > 0)
+	switch {
+	case r.Error == nil:
+		return choices
+	case r.Error.Class == ErrTruncated && r.Error.Detail == DetailCleanEOF:
+		return choices
+	case r.Error.Class == ErrStream && r.Error.Detail == DetailErrorData:
+		return choices
+	}
+	return false
+}
+
 // SemanticsNotes says, for a run, where a semantics' summary departs from
 // the tool it follows or from infermatrix's own definitions: what it could
 // not follow and what it kept of ours. decision.md shows them.
@@ -116,8 +154,11 @@ func SemanticsNotes(sem string, slo SLO) []string {
 	switch sem {
 	case SemVLLM:
 		notes = append(notes,
-			"ttft, itl, tpot and e2e follow vllm bench serve: TTFT at the first chunk with choices (an empty role chunk counts), ITL between chunks with choices, E2E to the last chunk with choices (chat: or the usage chunk after it)",
-			"input_tokens is the client tokenizer's count of the prompt (vLLM's prompt_len); output_tokens is the server's usage, else the client's count",
+			"follows vllm bench serve at vLLM commit 02cfb534 (benchmarks/lib/endpoint_request_func.py, after PR #55508; docs/metrics.md lists what differs)",
+			"success is vLLM's: a stream that ends without [DONE] but cleanly, or carries an error as a plain data line after its first choices, succeeds; errors.* count vLLM's failures",
+			"ttft, itl, tpot and e2e: TTFT at the first chunk with choices (an empty role chunk counts), ITL between chunks with choices, E2E to the last chunk with choices",
+			"input_tokens is the server's usage.prompt_tokens from a usage chunk, else the prompt length asked for (vLLM's prompt_len); output_tokens is usage.completion_tokens from a usage chunk unless zero, else the client's count of the text",
+			"window_s runs from the first measured dispatch to the end of the last measured request, where vLLM's duration starts just before its first dispatch: infermatrix's warmup requests run under the row's load, vLLM's before its clock starts",
 			"ttfo, ttst, queue, goodput.ratio and throughput.output_tokens_per_s_per_user are not vLLM metrics: they are infermatrix's, the last computed from vLLM's TPOT")
 		if slo.ITLms > 0 {
 			notes = append(notes, "vLLM's goodput takes only ttft, tpot and e2el objectives: slo.itl_ms is not applied")

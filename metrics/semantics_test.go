@@ -74,15 +74,18 @@ func TestSemantics(t *testing.T) {
 		}},
 		{SemVLLM, want{
 			ttft: (50 + 200 + 30) / 3.0, // the role chunk counts
-			// Chat: the usage chunk after the last choice chunk ends E2E.
-			e2e: (125 + 292 + 62) / 3.0,
+			// The last chunk with choices ends E2E (since vLLM PR
+			// #55508, the usage chunk after it no longer does).
+			e2e: (120 + 290 + 60) / 3.0,
 			// Gaps between choice chunks: role→first token, and the last
 			// token→finish chunk, join the text gaps.
 			itlCount: 8, itlMean: (50 + 10 + 10 + 40 + 40 + 10 + 10 + 20) / 8.0,
-			tpotMean: ((125-50)/2.0 + (292-200)/11.0 + (62-30)/2.0) / 3,
-			inSum:    300, outSum: 18, // prompt_len; usage
+			tpotMean: ((120-50)/2.0 + (290-200)/11.0 + (60-30)/2.0) / 3,
+			// usage.prompt_tokens from the usage chunk (earlyRole's 110),
+			// else prompt_len; usage's completion_tokens.
+			inSum: 310, outSum: 18,
 			window: 0.305,
-			// earlyRole's TPOT (37.5) and reasoning's (16) miss tpot_ms;
+			// earlyRole's TPOT (35) and reasoning's (15) miss tpot_ms;
 			// batched is good, as vLLM takes no ITL objective.
 			good: 1, ratio: 1.0 / 3,
 		}},

@@ -1,6 +1,10 @@
 package metrics
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
 
 // SummaryFormat versions summary.json. Readers refuse other versions rather
 // than misreading them.
@@ -69,6 +73,10 @@ type RowSummary struct {
 	Goodput    Goodput    `json:"goodput"`
 	Errors     Errors     `json:"errors"`
 	SelfCheck  SelfCheck  `json:"self_check"`
+	// InFlight is how many requests the server had at once.
+	InFlight InFlight `json:"in_flight"`
+	// Cache is what the server said of its prefix cache.
+	Cache Cache `json:"cache"`
 	// Tokens compares the lengths the row asked for with the server's.
 	Tokens TokenCheck `json:"tokens"`
 	// Timeslices are the row over time, always by infermatrix's
@@ -80,6 +88,44 @@ type RowSummary struct {
 	Semantics      string   `json:"semantics,omitempty"`
 	SemanticsNotes []string `json:"semantics_notes,omitempty"`
 }
+
+// InFlight is the load the server actually saw: how many of the row's
+// requests, warmup included, were between their start and their end,
+// averaged over the measured window with each instant weighted alike. A
+// closed-loop row of c users should keep close to c in flight; a short row
+// never gets there, and its drain at the end pulls the mean down.
+type InFlight struct {
+	Mean float64 `json:"mean" expr:"mean"`
+	Max  int     `json:"max" expr:"max"`
+}
+
+// Cache is the row's prefix-cache figures, from the server's own counts
+// (Record.CachedTokens), over the successful measured requests that
+// reported one.
+type Cache struct {
+	// Requests counts the requests the server reported cached tokens for;
+	// zero means it reported none, and the hit ratio is unknown.
+	Requests int `json:"requests"`
+	// PromptTokens and CachedTokens sum those requests' prompt lengths
+	// (the server's count, else the client's) and cached tokens.
+	PromptTokens int64 `json:"prompt_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+	// HitRatio is CachedTokens / PromptTokens.
+	HitRatio float64 `json:"hit_ratio"`
+	// UnexpectedTokens sums, per request, the cached tokens beyond what
+	// the request shares on purpose (Record.SharedTokens) and beyond the
+	// tokens the server adds itself (its prompt count less the client's:
+	// a chat template): max(0, cached − shared − added). They are hits on
+	// text the row did not mean to repeat, left in the cache by another
+	// row, another run or another client. UnexpectedRatio is their share
+	// of PromptTokens, and UnexpectedRequests counts requests with any.
+	UnexpectedTokens   int64   `json:"unexpected_tokens"`
+	UnexpectedRatio    float64 `json:"unexpected_ratio"`
+	UnexpectedRequests int     `json:"unexpected_requests"`
+}
+
+// Known reports whether the server said anything of its cache.
+func (c Cache) Known() bool { return c.Requests > 0 }
 
 // SelfCheck says whether the client offered the load the row asked for,
 // and how much its own load may have blurred what it measured. A benchmark
@@ -120,6 +166,35 @@ type SelfCheck struct {
 	// SharedWithServer is set when the built-in server ran in the client's
 	// process: the CPU use and scheduling delay include the server's.
 	SharedWithServer bool `json:"shared_with_server,omitempty"`
+	// TimerLatenessP99MS is how late a timer the client set during the row
+	// fired, at the 99th percentile: a probe that sleeps a few milliseconds
+	// at a time and measures its overshoot. It sees what delays the whole
+	// process (other processes on the cores, a throttled container), which
+	// the runtime's own scheduling figure does not.
+	TimerLatenessP99MS float64 `json:"timer_lateness_p99_ms,omitempty"`
+
+	// Gaps counts the gaps between consecutive text events of the
+	// successful streamed requests, and ZeroGaps those of zero length: two
+	// events taken from one read of the socket. A client that reads on
+	// time sees each event on its own; events read together reached the
+	// client before it read them (it was late), or something between held
+	// them back (a buffering proxy). ZeroGapShare is ZeroGaps / Gaps. Such
+	// a row's ITL is made of bursts and zeros, not of the server's pace.
+	Gaps         int     `json:"gaps,omitempty"`
+	ZeroGaps     int     `json:"zero_gaps,omitempty"`
+	ZeroGapShare float64 `json:"zero_gap_share,omitempty"`
+
+	// SimLatenessP99MS is, for the built-in server in real time, how late
+	// it flushed tokens against its own engine's schedule during the row
+	// (p99, and the count behind it): a simulator that falls behind on a
+	// busy machine serves its lateness, not its model.
+	SimLatenessP99MS float64 `json:"sim_lateness_p99_ms,omitempty"`
+	SimFlushes       uint64  `json:"sim_flushes,omitempty"`
+	// StampErrorP99MS is, where the built-in server wrote its ground truth,
+	// the p99 of how far the client's token stamps fell outside the
+	// server's writes of them (StampErrors counts the stamps matched).
+	StampErrorP99MS float64 `json:"stamp_error_p99_ms,omitempty"`
+	StampErrors     int     `json:"stamp_errors,omitempty"`
 
 	// ClientBound is set when the client may have limited the measurement;
 	// Notes say why, or warn of a busy machine.
@@ -151,6 +226,15 @@ type ClientLoad struct {
 	// its CPUs; 0 where it cannot be read (it comes from Linux's
 	// /proc/stat).
 	HostCPU float64
+	// TimerLatenessP99NS is the p99 overshoot of the probe's timers.
+	TimerLatenessP99NS float64
+	// SimLatenessP99NS and SimFlushes are the built-in server's flush
+	// lateness during the row, when it ran in real time; StampErrorP99NS
+	// and StampErrors the client's stamp error against its ground truth.
+	SimLatenessP99NS float64
+	SimFlushes       uint64
+	StampErrorP99NS  float64
+	StampErrors      int
 }
 
 // TokenMismatchLimit is the relative difference between the lengths a row
@@ -197,6 +281,10 @@ type Requests struct {
 	// their reused connection closed before any response (see
 	// Record.Retries).
 	Retried int `json:"retried" expr:"retried"`
+	// Unsent counts open-loop arrivals that came due while the server
+	// refused connections and were not sent (the client backs off); they
+	// have no record.
+	Unsent int `json:"unsent,omitempty" expr:"unsent"`
 }
 
 // Metrics are the per-request distributions. Latencies are in milliseconds.
@@ -287,6 +375,12 @@ type Aggregator struct {
 	firstSched, lastSched int64
 	lastDispatchNS        int64 // the earliest dispatch is first
 	load                  *ClientLoad
+
+	gaps, zeroGaps int
+	// spans are every request's [start, end], warmup included, for the
+	// in-flight count.
+	spans [][2]int64
+	cache Cache
 }
 
 // lengthAcc accumulates one side of the token check.
@@ -334,6 +428,7 @@ func (a *Aggregator) SetClientLoad(l ClientLoad) { a.load = &l }
 
 // Add folds in one record. Warmup records are only counted.
 func (a *Aggregator) Add(r *Record) {
+	a.spans = append(a.spans, [2]int64{r.StartNS, r.StartNS + r.EndNS})
 	if r.Warmup {
 		a.reqs.Warmup++
 		return
@@ -357,11 +452,21 @@ func (a *Aggregator) Add(r *Record) {
 		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
 	}
 	a.slices.add(r)
-	if !r.OK() {
+	ok := r.OK()
+	if a.sem == SemVLLM {
+		ok = vllmSucceeded(r)
+	}
+	if !ok {
 		a.reqs.Failed++
-		if r.Canceled() {
+		switch {
+		case r.Canceled():
 			a.reqs.Canceled++
-		} else {
+		case r.Error == nil:
+			// Successful by infermatrix's rule, failed by the
+			// semantics' (vLLM: a stream without a chunk with choices).
+			a.errs[ErrProtocol]++
+			a.goodBase++
+		default:
 			a.errs[r.Error.Class]++
 			a.goodBase++
 		}
@@ -372,6 +477,15 @@ func (a *Aggregator) Add(r *Record) {
 	a.queue = append(a.queue, ms(r.QueueNS))
 	a.inLen.add(r.InputTokens)
 	a.outLen.add(r.OutputTokens)
+	a.addCache(r)
+	if r.Stream {
+		for i := 1; i < len(r.Events); i++ {
+			a.gaps++
+			if r.Events[i] == r.Events[i-1] {
+				a.zeroGaps++
+			}
+		}
+	}
 
 	v := measure(a.sem, a.opts.API, r)
 	if v.fallback {
@@ -428,6 +542,72 @@ func (a *Aggregator) Add(r *Record) {
 }
 
 func (a *Aggregator) addITL(ns int64) { a.itl = append(a.itl, ms(ns)) }
+
+// addCache folds in a request's cached tokens, when the server said.
+func (a *Aggregator) addCache(r *Record) {
+	if r.CachedTokens == nil {
+		return
+	}
+	c := &a.cache
+	cached := int64(*r.CachedTokens)
+	prompt := int64(r.InputTokens.Count())
+	c.Requests++
+	c.PromptTokens += prompt
+	c.CachedTokens += cached
+	allowed := int64(r.SharedTokens)
+	if r.InputTokens.Server != nil && *r.InputTokens.Server > r.InputTokens.Client {
+		allowed += int64(*r.InputTokens.Server - r.InputTokens.Client)
+	}
+	if extra := cached - allowed; extra > 0 {
+		c.UnexpectedTokens += extra
+		c.UnexpectedRequests++
+	}
+}
+
+// inFlight is the time-weighted mean and the peak of requests in flight
+// over [from, to].
+func (a *Aggregator) inFlight(from, to int64) InFlight {
+	if to <= from || len(a.spans) == 0 {
+		return InFlight{}
+	}
+	type edge struct {
+		at int64
+		d  int
+	}
+	edges := make([]edge, 0, 2*len(a.spans))
+	for _, s := range a.spans {
+		edges = append(edges, edge{s[0], 1}, edge{s[1], -1})
+	}
+	// Ends before starts at the same instant: a user's next request
+	// starting as its last ends is one in flight, not two.
+	slices.SortFunc(edges, func(x, y edge) int {
+		if x.at != y.at {
+			return cmp.Compare(x.at, y.at)
+		}
+		return cmp.Compare(x.d, y.d)
+	})
+	var out InFlight
+	var area float64
+	n, prev := 0, from
+	for _, e := range edges {
+		if e.at > from {
+			t := min(e.at, to)
+			if t > prev {
+				area += float64(n) * float64(t-prev)
+				prev = t
+			}
+		}
+		n += e.d
+		if e.at >= from && e.at < to {
+			out.Max = max(out.Max, n)
+		}
+	}
+	if to > prev {
+		area += float64(n) * float64(to-prev)
+	}
+	out.Mean = round6(area / float64(to-from))
+	return out
+}
 
 // meetsSLO applies every set objective as the semantics defines goodput.
 //
@@ -496,6 +676,12 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	if a.anyMeas {
 		s.WindowS = float64(a.last-a.first) / 1e9
 		s.Timeslices = a.slices.summary(a.first, a.last)
+		s.InFlight = a.inFlight(a.first, a.last)
+	}
+	s.Cache = a.cache
+	if c := &s.Cache; c.PromptTokens > 0 {
+		c.HitRatio = round6(float64(c.CachedTokens) / float64(c.PromptTokens))
+		c.UnexpectedRatio = round6(float64(c.UnexpectedTokens) / float64(c.PromptTokens))
 	}
 	if a.sem == SemAIPerf {
 		s.WindowS = 0
@@ -514,11 +700,10 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		s.Goodput.RequestsPerS = float64(a.good) / w
 	}
 	if len(a.perUser) > 0 {
-		var sum float64
-		for _, v := range a.perUser {
-			sum += v
-		}
-		s.Throughput.OutputTokensPerSU = sum / float64(len(a.perUser))
+		// The median request's speed: a mean is dominated by the few
+		// requests whose tokens came in one read, whose TPOT is near zero.
+		slices.Sort(a.perUser)
+		s.Throughput.OutputTokensPerSU = percentile(a.perUser, 50)
 	}
 	s.Goodput.Good = a.good
 	goodBase := a.goodBase
@@ -589,6 +774,10 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 func (a *Aggregator) selfCheck() SelfCheck {
 	c := SelfCheck{DispatchLag: NewDist(a.lag, a.opts.Percentiles)}
 	a.clientLoad(&c)
+	c.Gaps, c.ZeroGaps = a.gaps, a.zeroGaps
+	if a.gaps > 0 {
+		c.ZeroGapShare = round6(float64(a.zeroGaps) / float64(a.gaps))
+	}
 	if !a.opts.OpenLoop && a.opts.RequestedRate <= 0 {
 		return c
 	}
@@ -639,6 +828,9 @@ func (a *Aggregator) clientLoad(c *SelfCheck) {
 	}
 	c.SharedWithServer = l.SharedWithServer
 	c.HostCPU = round6(l.HostCPU)
+	c.TimerLatenessP99MS = round6(l.TimerLatenessP99NS / 1e6)
+	c.SimLatenessP99MS, c.SimFlushes = round6(l.SimLatenessP99NS/1e6), l.SimFlushes
+	c.StampErrorP99MS, c.StampErrors = round6(l.StampErrorP99NS/1e6), l.StampErrors
 	if c.HostCPU >= CPUSaturation && !c.ClientBound {
 		c.Notes = append(c.Notes, fmt.Sprintf(
 			"the machine's CPUs were %.0f%% busy during the row, this process included: where other processes compete for the cores, the client's stamps are delayed in ways the measurement error does not show",

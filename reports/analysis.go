@@ -66,8 +66,8 @@ type SweepAnalysis struct {
 	Base string `json:"base"` // the row id as written
 	// Rows are the expanded rows' ids in sweep order.
 	Rows []string `json:"rows"`
-	// OperatingPoint is the highest-throughput row that passes
-	// acceptance; empty when none passes (or none has rules).
+	// OperatingPoint is the highest-throughput valid row that passes
+	// acceptance; empty when none does (or none has rules).
 	OperatingPoint string `json:"operating_point,omitempty"`
 	// Knee is the row after which output throughput gains flatten while
 	// latency climbs; empty when the sweep shows none.
@@ -137,12 +137,13 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		}
 		var why []string
 		// The operating point: the passing row with the most output
-		// tokens per second.
+		// tokens per second. A passing row is a valid one.
 		best, bestTP := "", 0.0
-		judged, ruled := false, false
+		judged, ruled, invalid := false, false, false
 		for _, id := range sa.Rows {
 			v := verdicts[id]
-			judged = judged || v == Pass || v == Fail
+			judged = judged || v == Pass || v == Fail || v == Rejected
+			invalid = invalid || v == Invalid
 			ruled = ruled || (v != NoRules && v != "")
 			rs := rowSummary(in.Summary, id)
 			if v != Pass || rs == nil {
@@ -155,9 +156,11 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		switch {
 		case best != "":
 			sa.OperatingPoint = best
-			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the rows that pass acceptance", best, num(bestTP)))
+			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid rows that pass acceptance", best, num(bestTP)))
 		case judged:
-			why = append(why, "no operating point: no row of the sweep passes acceptance with any throughput")
+			why = append(why, "no operating point: no valid row of the sweep passes acceptance")
+		case invalid:
+			why = append(why, "no operating point: the sweep's rows with rules are invalid")
 		case ruled:
 			why = append(why, "no operating point: no row of the sweep was judged (not run, or failed to run)")
 		default:
@@ -194,6 +197,11 @@ func findKnee(in *Input, idx []int) (string, string) {
 	// its neighbours are compared with each other.
 	measured := func(r *schema.PlannedRow) bool {
 		rs := rowSummary(in.Summary, r.ID)
+		if in.Decision != nil {
+			if rv := in.Decision.Row(r.ID); rv != nil && !rv.Validity.Valid {
+				return false // its figures cannot place a knee
+			}
+		}
 		return rs != nil && (rs.Status == metrics.RowComplete || rs.Status == metrics.RowInterrupted) && rs.Throughput.OutputTokensPerS > 0
 	}
 	var walk []*schema.PlannedRow
@@ -204,7 +212,7 @@ func findKnee(in *Input, idx []int) (string, string) {
 	}
 	slices.SortStableFunc(walk, func(a, b *schema.PlannedRow) int { return cmp.Compare(load(a), load(b)) })
 	if len(walk) < 2 {
-		return "", "no knee: fewer than two rows of the sweep were measured"
+		return "", "no knee: fewer than two valid rows of the sweep were measured"
 	}
 	for k := 1; k < len(walk); k++ {
 		a, b := walk[k-1], walk[k]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/validity"
 )
 
 // sweepInput builds a four-point concurrency sweep whose throughput and
@@ -35,7 +36,7 @@ rows:
 		rs.Metrics.TPOT.P95 = 10
 		rs.Metrics.E2E.P50 = 500
 		sum.Rows = append(sum.Rows, rs)
-		d.Rows = append(d.Rows, RowVerdict{ID: r.ID, Verdict: verdicts[i]})
+		d.Rows = append(d.Rows, RowVerdict{ID: r.ID, Verdict: verdicts[i], Validity: validity.Verdict{Valid: verdicts[i] != Invalid}})
 	}
 	return &Input{Plan: plan, Summary: sum, Decision: d}
 }
@@ -65,7 +66,7 @@ func TestOperatingPointAndKnee(t *testing.T) {
 
 	// Linear scaling has no knee; no passing row, no operating point.
 	lin := analyzeSweeps(sweepInput(t, []float64{100, 400, 1600, 6400}, []float64{50, 50, 51, 52}, []string{Fail, Fail, Fail, Fail}))
-	if lin[0].Knee != "" || lin[0].OperatingPoint != "" || !strings.Contains(lin[0].Why, "no row of the sweep passes") || !strings.Contains(lin[0].Why, "no knee") {
+	if lin[0].Knee != "" || lin[0].OperatingPoint != "" || !strings.Contains(lin[0].Why, "no valid row of the sweep passes") || !strings.Contains(lin[0].Why, "no knee") {
 		t.Errorf("linear, all failing: %+v", lin[0])
 	}
 	// Values written in descending order are walked by load.
@@ -80,8 +81,15 @@ func TestOperatingPointAndKnee(t *testing.T) {
 		notRun.Summary.Rows[i].Status = metrics.RowNotRun
 	}
 	nr := analyzeSweeps(notRun)
-	if nr[0].Knee != "" || !strings.Contains(nr[0].Why, "no row of the sweep was judged") || !strings.Contains(nr[0].Why, "fewer than two rows") {
+	if nr[0].Knee != "" || !strings.Contains(nr[0].Why, "no row of the sweep was judged") || !strings.Contains(nr[0].Why, "fewer than two valid rows") {
 		t.Errorf("not run: %+v", nr[0])
+	}
+	// An invalid row places no knee and is no operating point, however
+	// good its figures: here c=16's (a warm cache, say) would otherwise
+	// put the knee there and make it the operating point.
+	inv := analyzeSweeps(sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{Pass, Pass, Invalid, Fail}))
+	if inv[0].OperatingPoint != "sat/c=4" || inv[0].Knee == "sat/c=16" {
+		t.Errorf("invalid c=16: %+v; want the operating point at c=4 and no knee at c=16", inv[0])
 	}
 	// Flat throughput without a latency rise is no knee either: the
 	// server is not queueing.

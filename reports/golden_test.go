@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite reports/testdata/golden/ from the output")
@@ -106,4 +110,56 @@ func copyRun(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+var updateFixture = flag.Bool("update-fixture", false, "rewrite testdata/run/summary.json from its records")
+
+// TestFixtureSummary keeps the fixture run's summary.json what its records
+// give, so that re-rendering it needs no note. After a change to what a
+// summary holds, rewrite it with
+//
+//	go test ./reports -run TestFixtureSummary -update-fixture
+//
+// The client's own figures (CPU, scheduling delay) are not in the records
+// and keep their stored values.
+func TestFixtureSummary(t *testing.T) {
+	dir, err := rundir.Open(fixtureRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, notes, err := LoadRun(dir, RerenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !*updateFixture {
+		if len(notes) > 0 {
+			t.Errorf("the fixture's records do not reproduce its summary.json (rewrite it with -update-fixture):\n%s", strings.Join(notes, "\n"))
+		}
+		return
+	}
+	sum := in.Summary
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		agg := metrics.NewAggregator(metrics.Options{Percentiles: sum.Percentiles, SLO: sum.SLO, Semantics: sum.Semantics,
+			API: in.Manifest.Server.Declared.API, Timeslice: in.Plan.Timeslice.D().Nanoseconds(),
+			OpenLoop: in.Plan.Row(rs.ID).Load.Mode != schema.ModeConcurrency, RequestedRate: in.Plan.Row(rs.ID).Load.Rate})
+		if err := dir.ReadRecords(rs.ID, func(r *metrics.Record) error { agg.Add(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		re := agg.Summary(rs.ID, rs.Base, rs.Status)
+		lag := re.SelfCheck.DispatchLag
+		gaps, zero, share := re.SelfCheck.Gaps, re.SelfCheck.ZeroGaps, re.SelfCheck.ZeroGapShare
+		re.SelfCheck = rs.SelfCheck
+		re.SelfCheck.DispatchLag = lag
+		re.SelfCheck.Gaps, re.SelfCheck.ZeroGaps, re.SelfCheck.ZeroGapShare = gaps, zero, share
+		*rs = re
+	}
+	if err := dir.WriteJSON(rundir.SummaryFile, sum); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sum.Rows {
+		if err := dir.WriteJSON(rundir.RowFile(sum.Rows[i].ID, rundir.SummaryFile), sum.Rows[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

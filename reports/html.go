@@ -79,7 +79,13 @@ type htmlView struct {
 	ClientBound []string
 	Hypotheses  []htmlHypothesis
 	Sweeps      []htmlSweep
+	Simulated   string
+	Rejudged    string
+	Server      []serverFact
 	Facts       [][2]string
+	Validity    []htmlInvalid
+	ValidNotes  []htmlNote
+	Ignored     string
 	Metadata    string
 	SHA256      string
 	Matrix      []htmlMatrixRow
@@ -119,7 +125,18 @@ type htmlHypothesis struct {
 
 type htmlMatrixRow struct {
 	ID, Question, Load, Input, Output, Stop string
-	Verdict                                 htmlBadge
+	Verdict, Validity                       htmlBadge
+}
+
+// htmlNote is a validity note and the rows it is about.
+type htmlNote struct {
+	Rows []string
+	Text string
+}
+
+// htmlInvalid is one failed validity check of one row.
+type htmlInvalid struct {
+	Row, Check, Why, Fix string
 }
 
 type htmlBadge struct {
@@ -128,7 +145,7 @@ type htmlBadge struct {
 
 type htmlResult struct {
 	ID, Status               string
-	NotRun                   bool
+	NotRun, Invalid          bool
 	TTFT, TPOT, ITL, E2E     string
 	ReqS, OutS, PerUser, Goo string
 	Errors                   string
@@ -153,8 +170,9 @@ type htmlRuleResult struct {
 }
 
 type htmlRejected struct {
-	Row string
-	Why [][]seg
+	Row          string
+	Why          [][]seg
+	PastCapacity bool
 }
 
 type htmlSelfCheck struct {
@@ -166,6 +184,7 @@ type htmlSelfCheck struct {
 
 type htmlSelfCheckRow struct {
 	ID, Rates, Lag, CPU, MErr string
+	InFlight, ZeroGaps, Cache string
 	In, Out                   htmlBadge
 	Client                    htmlBadge
 	Notes                     string
@@ -181,11 +200,13 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	exp := p.Experiment
 	v := &htmlView{
 		Title:       "Decision record: " + exp.Name,
+		Rejudged:    in.JudgedBy,
+		Server:      serverComparison(p, man),
 		Name:        exp.Name,
 		Description: exp.Description,
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
-		Facts:       serverFacts(p, man),
+		Facts:       runFacts(man),
 		SHA256:      man.Experiment.SHA256,
 		Reproduce:   reproduceCommand(man),
 		JudgedBy:    in.JudgedBy,
@@ -196,6 +217,22 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	}
 	if len(exp.Metadata) > 0 {
 		v.Metadata = formatMap(exp.Metadata)
+	}
+	if simulated(man) {
+		v.Title += " (SIMULATED)"
+		v.Simulated = simulatedBanner(man)
+	}
+	for _, rv := range d.Rows {
+		if rv.Verdict == NotRun || rv.Verdict == Skipped {
+			continue
+		}
+		for _, r := range rv.Validity.Reasons {
+			v.Validity = append(v.Validity, htmlInvalid{Row: rv.ID, Check: r.Check, Why: r.Message, Fix: r.Fix})
+		}
+		v.Ignored = strings.Join(rv.Validity.Ignored, ", ")
+	}
+	for _, n := range groupedNotes(d) {
+		v.ValidNotes = append(v.ValidNotes, htmlNote{Rows: n.rows, Text: n.text})
 	}
 	for _, rs := range sum.Rows {
 		if rs.SelfCheck.ClientBound {
@@ -217,18 +254,22 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		}
 	}
 
-	verdicts := map[string]string{}
-	for _, rv := range d.Rows {
-		verdicts[rv.ID] = rv.Verdict
-	}
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		inTok := r.Input.String()
 		if r.Prefix != nil {
 			inTok += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}
+		rv := d.Row(r.ID)
+		verdict := ""
+		if rv != nil {
+			verdict = rv.Verdict
+		}
 		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: r.ID, Question: r.Question, Load: r.Load.String(),
-			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdicts[r.ID])})
+			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdict), Validity: validityBadge(rv)})
+	}
+	for _, id := range p.Skipped {
+		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: id, Verdict: verdictBadge(Skipped), Validity: htmlBadge{"—", ""}})
 	}
 
 	v.Semantics = semanticsSegs(sum.Semantics)
@@ -241,7 +282,12 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		}
 	}
 	for i := range sum.Rows {
-		v.Results = append(v.Results, htmlResultOf(&sum.Rows[i], v.HasSLO))
+		res := htmlResultOf(&sum.Rows[i], v.HasSLO)
+		if rv := d.Row(sum.Rows[i].ID); rv != nil && !rv.Validity.Valid && !res.NotRun {
+			res.Invalid = true
+		}
+		res.ITL = itlCell(&sum.Rows[i], p.Validity)
+		v.Results = append(v.Results, res)
 	}
 	if in.Analysis != nil {
 		for _, pr := range in.Analysis.Predictions {
@@ -262,8 +308,8 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 			}
 			v.RuleResults = append(v.RuleResults, res)
 		}
-		if rv.Verdict == Fail {
-			v.Rejected = append(v.Rejected, htmlRejected{Row: rv.ID, Why: why})
+		if rv.Verdict == Fail || rv.Verdict == Rejected {
+			v.Rejected = append(v.Rejected, htmlRejected{Row: rv.ID, Why: why, PastCapacity: rv.Verdict == Rejected})
 		}
 	}
 	v.SelfCheck = htmlSelfCheckOf(sum)
@@ -290,34 +336,8 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 }
 
 func htmlVerdictOf(d *Decision) htmlVerdict {
-	pass, fail, none, notRun := d.byVerdict()
-	judged := len(pass) + len(fail)
-	var v htmlVerdict
-	switch d.Verdict {
-	case Pass:
-		v = htmlVerdict{Class: "pass", Headline: "PASS",
-			Detail: []seg{prose(fmt.Sprintf("%d of %d judged rows meet acceptance.", len(pass), judged))}}
-	case Fail:
-		v = htmlVerdict{Class: "fail", Headline: "FAIL",
-			Detail: append(append([]seg{prose(fmt.Sprintf("%d of %d judged rows are rejected: ", len(fail), judged))}, codeSegs(fail)...), prose("."))}
-	case Incomplete:
-		v = htmlVerdict{Class: "incomplete", Headline: "INCOMPLETE",
-			Detail: append(append([]seg{prose("Rows with acceptance rules have no verdict (")}, codeSegs(notRun)...),
-				prose("); this record cannot sign a plan off."))}
-	default:
-		v = htmlVerdict{Class: "none", Headline: "none",
-			Detail: []seg{prose("The experiment has no acceptance rules; these numbers are for reading, not for sign-off.")}}
-	}
-	switch {
-	case len(none) == 1 && d.Verdict != NoRules:
-		v.Detail = append(v.Detail, prose(" 1 row has no acceptance rule."))
-	case len(none) > 1 && d.Verdict != NoRules:
-		v.Detail = append(v.Detail, prose(fmt.Sprintf(" %d rows have no acceptance rule.", len(none))))
-	}
-	if len(notRun) > 0 && d.Verdict != Incomplete {
-		v.Detail = append(append(append(v.Detail, prose(" Not run: ")), codeSegs(notRun)...), prose("."))
-	}
-	return v
+	headline, class := verdictHeadline(d)
+	return htmlVerdict{Class: class, Headline: headline, Detail: mdSegs(verdictDetail(d))}
 }
 
 func hypothesisClass(v string) string {
@@ -336,12 +356,26 @@ func verdictBadge(v string) htmlBadge {
 		return htmlBadge{"✓ pass", "pass"}
 	case Fail:
 		return htmlBadge{"✗ fail", "fail"}
-	case NotRun:
+	case NotRun, Invalid, Skipped:
 		return htmlBadge{v, "incomplete"}
+	case Rejected:
+		return htmlBadge{"rejected (past capacity)", "none"}
 	case "":
 		return htmlBadge{"—", ""}
 	}
 	return htmlBadge{v, "none"}
+}
+
+// validityBadge is a row's validity for the matrix.
+func validityBadge(rv *RowVerdict) htmlBadge {
+	t := validityText(rv)
+	switch {
+	case t == "—":
+		return htmlBadge{t, ""}
+	case rv.Validity.Valid:
+		return htmlBadge{"✓ valid", "pass"}
+	}
+	return htmlBadge{t, "incomplete"}
 }
 
 func semanticsSegs(sem string) []seg {
@@ -436,10 +470,10 @@ func htmlSelfCheckOf(sum *metrics.Summary) *htmlSelfCheck {
 		c := rs.SelfCheck
 		sc.Shared = sc.Shared || c.SharedWithServer
 		if !(c.RequestedRate > 0 || c.Cores > 0 || c.MeasurementErrorMS > 0 || c.ClientBound ||
-			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0) {
+			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0 || rs.InFlight.Max > 0) {
 			continue
 		}
-		row := htmlSelfCheckRow{ID: rs.ID, Rates: "—", Lag: "—", CPU: "—", MErr: "—",
+		row := htmlSelfCheckRow{ID: rs.ID, Rates: "—", Lag: "—", CPU: "—", MErr: "—", InFlight: "—", ZeroGaps: "—", Cache: cacheCell(rs.Cache),
 			In: lengthBadge(rs.Tokens.Input), Out: lengthBadge(rs.Tokens.Output), Client: htmlBadge{"ok", "pass"}}
 		if c.RequestedRate > 0 {
 			row.Rates = num(c.RequestedRate) + " / " + num(c.ScheduledRate) + " / " + num(c.AchievedRate)
@@ -453,8 +487,14 @@ func htmlSelfCheckOf(sum *metrics.Summary) *htmlSelfCheck {
 				row.CPU += fmt.Sprintf(" (machine %.0f%%)", 100*c.HostCPU)
 			}
 		}
-		if c.MeasurementErrorMS > 0 {
-			row.MErr = num(c.MeasurementErrorMS)
+		if c.MeasurementErrorMS > 0 || c.TimerLatenessP99MS > 0 {
+			row.MErr = optNum(c.TimerLatenessP99MS) + " / " + optNum(c.MeasurementErrorMS)
+		}
+		if rs.InFlight.Max > 0 {
+			row.InFlight = num(rs.InFlight.Mean) + " / " + num(float64(rs.InFlight.Max))
+		}
+		if c.Gaps > 0 {
+			row.ZeroGaps = fmt.Sprintf("%.1f%%", 100*c.ZeroGapShare)
 		}
 		if c.ClientBound {
 			row.Client = htmlBadge{"client-bound", "fail"}
@@ -577,6 +617,8 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <body>
 <header>
 <h1>{{.Title}}</h1>
+{{if .Simulated}}<p class="callout simulated"><strong>{{.Simulated}}</strong></p>{{end}}
+{{if .Rejudged}}<p class="callout"><strong>Re-judged.</strong> {{.Rejudged}}</p>{{end}}
 {{if .Description}}<p class="lead">{{.Description}}</p>{{end}}
 <nav class="toc" aria-label="Sections">
 {{- if .Hypotheses}}
@@ -585,6 +627,9 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <a href="#verdict">Verdict</a>
 {{- if .Sweeps}}
 <a href="#operating-point">Operating point</a>
+{{- end}}
+{{- if or .Validity .ValidNotes}}
+<a href="#validity">Validity</a>
 {{- end}}
 <a href="#server-and-run">Server and run</a>
 <a href="#workload-matrix">Workload matrix</a>
@@ -640,8 +685,42 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 </table></div>
 </section>
 {{end}}
+{{if or .Validity .ValidNotes}}
+<section id="validity">
+<h2>Validity</h2>
+{{if .Validity}}
+<p>A row is valid when its figures mean what they say (docs/validity.md). These rows are not, and are not judged:</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>Check</th><th>Why</th><th>What to do</th></tr></thead>
+<tbody>
+{{- range .Validity}}
+<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Check}}</td><td>{{.Why}}</td><td>{{.Fix}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{end}}
+{{if .ValidNotes}}
+<p>Notes:</p>
+<ul>
+{{- range .ValidNotes}}
+<li>{{range $i, $r := .Rows}}{{if $i}}, {{end}}<code>{{$r}}</code>{{end}}: {{.Text}}.</li>
+{{- end}}
+</ul>
+{{end}}
+{{if .Ignored}}<p>Checks switched off by the experiment: {{.Ignored}}.</p>{{end}}
+</section>
+{{end}}
 <section id="server-and-run">
 <h2>Server and run</h2>
+<p>What the experiment declared, beside what the run found.</p>
+<div class="scroll"><table>
+<thead><tr><th></th><th>Declared</th><th>Discovered</th><th></th></tr></thead>
+<tbody>
+{{- range .Server}}
+<tr><th scope="row">{{.Name}}</th><td>{{.Declared}}</td><td>{{.Discovered}}</td><td>{{if .Mismatch}}<span class="badge fail">⚠ {{.Mismatch}}</span>{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
 <div class="scroll"><table class="facts">
 <tbody>
 {{- range .Facts}}
@@ -659,10 +738,10 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <section id="workload-matrix">
 <h2>Workload matrix</h2>
 <div class="scroll"><table>
-<thead><tr><th>Row</th><th>Question</th><th>Load</th><th>Input tokens</th><th>Output tokens</th><th>Stop</th><th>Verdict</th></tr></thead>
+<thead><tr><th>Row</th><th>Question</th><th>Load</th><th>Input tokens</th><th>Output tokens</th><th>Stop</th><th>Verdict</th><th>Validity</th></tr></thead>
 <tbody>
 {{- range .Matrix}}
-<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Question}}</td><td>{{.Load}}</td><td>{{.Input}}</td><td>{{.Output}}</td><td>{{.Stop}}</td><td>{{if .Verdict.Class}}<span class="badge {{.Verdict.Class}}">{{.Verdict.Text}}</span>{{else}}{{.Verdict.Text}}{{end}}</td></tr>
+<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Question}}</td><td>{{.Load}}</td><td>{{.Input}}</td><td>{{.Output}}</td><td>{{.Stop}}</td><td>{{if .Verdict.Class}}<span class="badge {{.Verdict.Class}}">{{.Verdict.Text}}</span>{{else}}{{.Verdict.Text}}{{end}}</td><td>{{if .Validity.Class}}<span class="badge {{.Validity.Class}}">{{.Validity.Text}}</span>{{else}}{{.Validity.Text}}{{end}}</td></tr>
 {{- end}}
 </tbody>
 </table></div>
@@ -677,7 +756,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{- if .NotRun}}
 <tr><td class="id"><code>{{.ID}}</code></td><td colspan="10"><span class="badge incomplete">not run</span></td></tr>
 {{- else}}
-<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Status}}</td><td class="num">{{.TTFT}}</td><td class="num">{{.TPOT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.E2E}}</td><td class="num">{{.ReqS}}</td><td class="num">{{.OutS}}</td><td class="num">{{.PerUser}}</td><td class="num">{{.Goo}}</td><td>{{if .ErrorsBad}}<span class="bad">{{.Errors}}</span>{{else}}{{.Errors}}{{end}}</td></tr>
+<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Status}}{{if .Invalid}} <span class="badge incomplete">invalid</span>{{end}}</td><td class="num">{{.TTFT}}</td><td class="num">{{.TPOT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.E2E}}</td><td class="num">{{.ReqS}}</td><td class="num">{{.OutS}}</td><td class="num">{{.PerUser}}</td><td class="num">{{.Goo}}</td><td>{{if .ErrorsBad}}<span class="bad">{{.Errors}}</span>{{else}}{{.Errors}}{{end}}</td></tr>
 {{- end}}
 {{- end}}
 </tbody>
@@ -734,7 +813,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <h2>Rejected rows</h2>
 <ul>
 {{- range .Rejected}}
-<li><code>{{.Row}}</code>: {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}</li>
+<li><code>{{.Row}}</code>{{if .PastCapacity}} (past the operating point: it does not fail the run){{end}}: {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}</li>
 {{- end}}
 </ul>
 </section>
@@ -742,13 +821,13 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{with .SelfCheck}}
 <section id="client-self-check">
 <h2>Client self-check</h2>
-<p>Whether the client measured the server rather than itself. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: the client process's CPU use as a share of its cores, and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out). Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±{{.Limit}}% the row measured another workload than it says.</p>
+<p>Whether the client measured the server rather than itself, and what load the server saw. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: requests in flight (time-weighted mean over the measured window, and the most at once); the client process's CPU use as a share of its cores; how late its probe timers fired (p99) and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out); the share of token events read together with the one before; the share of prompt tokens the server served from its prefix cache, and of those the row did not share on purpose. Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±{{.Limit}}% the row measured another workload than it says.</p>
 {{if .Shared}}<p>The built-in server runs in the client's process: its CPU use and scheduling delay count too.</p>{{end}}
 <div class="scroll"><table>
-<thead><tr><th>Row</th><th class="num">Requested / scheduled / achieved req/s</th><th class="num">Dispatch lag p50 / p99 (ms)</th><th>Client CPU</th><th class="num">Measurement error (ms)</th><th class="num">Input tokens vs requested</th><th class="num">Output tokens vs requested</th><th>Client</th></tr></thead>
+<thead><tr><th>Row</th><th class="num">Requested / scheduled / achieved req/s</th><th class="num">Dispatch lag p50 / p99 (ms)</th><th class="num">In flight mean / max</th><th>Client CPU</th><th class="num">Timer lateness p99 / measurement error (ms)</th><th class="num">Zero gaps</th><th class="num">Cache hits (unasked)</th><th class="num">Input tokens vs requested</th><th class="num">Output tokens vs requested</th><th>Client</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td class="id"><code>{{.ID}}</code></td><td class="num">{{.Rates}}</td><td class="num">{{.Lag}}</td><td>{{.CPU}}</td><td class="num">{{.MErr}}</td><td class="num">{{if .In.Class}}<span class="badge {{.In.Class}}">{{.In.Text}}</span>{{else}}{{.In.Text}}{{end}}</td><td class="num">{{if .Out.Class}}<span class="badge {{.Out.Class}}">{{.Out.Text}}</span>{{else}}{{.Out.Text}}{{end}}</td><td><span class="badge {{.Client.Class}}">{{.Client.Text}}</span>{{if .Notes}} {{.Notes}}{{end}}</td></tr>
+<tr><td class="id"><code>{{.ID}}</code></td><td class="num">{{.Rates}}</td><td class="num">{{.Lag}}</td><td class="num">{{.InFlight}}</td><td>{{.CPU}}</td><td class="num">{{.MErr}}</td><td class="num">{{.ZeroGaps}}</td><td class="num">{{.Cache}}</td><td class="num">{{if .In.Class}}<span class="badge {{.In.Class}}">{{.In.Text}}</span>{{else}}{{.In.Text}}{{end}}</td><td class="num">{{if .Out.Class}}<span class="badge {{.Out.Class}}">{{.Out.Text}}</span>{{else}}{{.Out.Text}}{{end}}</td><td><span class="badge {{.Client.Class}}">{{.Client.Text}}</span>{{if .Notes}} {{.Notes}}{{end}}</td></tr>
 {{- end}}
 </tbody>
 </table></div>
@@ -775,7 +854,6 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{end}}
 <section id="reproduce">
 <h2>Reproduce</h2>
-{{if .JudgedBy}}<p class="note">Judged by {{.JudgedBy}}, not by the experiment the run was made with: its acceptance rules and hypotheses were re-evaluated against the recorded measurements (<code>infermatrix report --experiment</code>).</p>{{end}}
 <pre><code>{{.Reproduce}}</code></pre>
 <p>Experiment <code>{{.ExpFile}}</code>, sha256 <code>{{.SHA256}}</code> (check with <code>sha256sum -c {{.HashFile}}</code> in the run directory).</p>
 </section>

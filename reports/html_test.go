@@ -161,11 +161,12 @@ func TestHTMLSelfContained(t *testing.T) {
 		last = i
 	}
 	for _, want := range []string{
-		"<strong>Verdict: FAIL</strong> 1 of 4 judged rows are rejected: <code>long_prompt</code>.",
+		"<strong>Verdict: FAIL</strong> 1 of 4 valid judged rows fail acceptance: <code>long_prompt</code>.",
 		`<span class="badge fail">✗ fail</span> <code>ttft.p95 &lt; 200</code> with ttft.p95 = 310.4; <code>errors.total == 0</code> with errors.total = 1`,
 		"<tr><th scope=\"row\">Experiment sha256</th><td><code>" + in.Manifest.Experiment.SHA256 + "</code></td></tr>",
-		"<tr><th scope=\"row\">Driver</th><td>580.95</td></tr>",
-		"<tr><th scope=\"row\">Engine flags</th><td>max-num-seqs=64</td></tr>",
+		"<tr><th scope=\"row\">Driver</th><td>580.95</td><td>—</td><td></td></tr>",
+		"<tr><th scope=\"row\">Engine flags</th><td>max-num-seqs=64</td><td>—</td><td></td></tr>",
+		"<tr><th scope=\"row\">GPU</th><td>1 × H100-SXM</td><td>not discoverable through the API</td><td></td></tr>",
 		"<tr><th scope=\"row\">Tool</th><td>infermatrix v0.9.0 (0123456789ab), go1.26.8</td></tr>",
 		`<td class="num">42.1 / 42.5 / 42.5</td>`,
 		"<pre><code>infermatrix run experiments/golden.yaml</code></pre>",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/validity"
 )
 
 // Verdicts, of a row and of a run.
@@ -24,53 +25,102 @@ const (
 	Fail    = "fail"
 	NoRules = "no rules" // no acceptance rule names the row (or, for a run, any row)
 	NotRun  = "not run"  // the row did not run (interrupted before it, or the tool failed)
-	// Incomplete is a run's verdict when a row with rules has no verdict:
-	// the run was interrupted or failed before judging everything it set
-	// out to judge. It never counts as a pass.
+	// Invalid is a row's verdict when it has rules but its figures cannot
+	// be trusted (validity.Verdict says why): whatever its rules say, it
+	// neither passes nor fails.
+	Invalid = "invalid"
+	// Rejected is a sweep point's verdict when it fails only rules that
+	// ask for an operating point: the load is past what the server holds,
+	// which is what the sweep was run to find, not a failure of the run.
+	Rejected = "rejected"
+	// Skipped is a row's verdict when the run left it out (--rows).
+	Skipped = "skipped"
+	// Inconclusive is a run's verdict when nothing failed but some row
+	// with rules has no trustworthy verdict: it was invalid, did not run,
+	// or was left out. It never counts as a pass.
+	Inconclusive = "inconclusive"
+	// Incomplete is a run's verdict when it was interrupted.
 	Incomplete = "incomplete"
 )
 
 // Hypothesis verdicts.
 const (
-	Supported    = "supported"
-	Refuted      = "refuted"
-	Inconclusive = "inconclusive"
+	Supported = "supported"
+	Refuted   = "refuted"
+	// Inconclusive (above) is also a hypothesis' verdict.
 )
 
 // Decision is the judgement of a run.
 type Decision struct {
-	// Verdict is pass when every row with rules passed them all.
-	Verdict     string              `json:"verdict"`
-	Interrupted bool                `json:"interrupted,omitempty"`
-	Rows        []RowVerdict        `json:"rows"`
-	Hypotheses  []HypothesisVerdict `json:"hypotheses,omitempty"`
+	// Verdict is pass when every row with rules ran, was valid and passed
+	// them, fail when a valid row failed, inconclusive when nothing failed
+	// but a row with rules was invalid, did not run or was left out,
+	// incomplete when the run was interrupted.
+	Verdict     string `json:"verdict"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	// Why says, in sentences, what decided the verdict when it is not a
+	// plain pass.
+	Why []string `json:"why,omitempty"`
+	// Failed and Sent count the run's measured requests that failed
+	// (cancellations aside) and all it sent; MostFailed is set when more
+	// than half failed, which makes a run without rules a runtime failure
+	// rather than a success.
+	Failed     int          `json:"failed_requests"`
+	Sent       int          `json:"sent_requests"`
+	MostFailed bool         `json:"most_failed,omitempty"`
+	Rows       []RowVerdict `json:"rows"`
+	// OperatingPoints holds one entry per sweep judged by an
+	// operating_point rule.
+	OperatingPoints []OperatingPoint    `json:"operating_points,omitempty"`
+	Hypotheses      []HypothesisVerdict `json:"hypotheses,omitempty"`
 }
 
 // Passed reports whether acceptance passed.
 func (d *Decision) Passed() bool { return d.Verdict == Pass }
 
-// byVerdict sorts the row ids by verdict, for the renderers' summaries.
-func (d *Decision) byVerdict() (pass, fail, none, notRun []string) {
-	for _, rv := range d.Rows {
-		switch rv.Verdict {
-		case Pass:
-			pass = append(pass, rv.ID)
-		case Fail:
-			fail = append(fail, rv.ID)
-		case NoRules:
-			none = append(none, rv.ID)
-		case NotRun:
-			notRun = append(notRun, rv.ID)
+// Row returns the verdict of the row with this id, or nil.
+func (d *Decision) Row(id string) *RowVerdict {
+	for i := range d.Rows {
+		if d.Rows[i].ID == id {
+			return &d.Rows[i]
 		}
 	}
-	return pass, fail, none, notRun
+	return nil
+}
+
+// byVerdict sorts the row ids by verdict, for the renderers' summaries.
+func (d *Decision) byVerdict() map[string][]string {
+	out := map[string][]string{}
+	for _, rv := range d.Rows {
+		out[rv.Verdict] = append(out[rv.Verdict], rv.ID)
+	}
+	return out
 }
 
 // RowVerdict is one row's judgement.
 type RowVerdict struct {
-	ID      string       `json:"id"`
-	Verdict string       `json:"verdict"`
-	Rules   []RuleResult `json:"rules,omitempty"`
+	ID      string `json:"id"`
+	Verdict string `json:"verdict"`
+	// Validity says whether the row's figures can be trusted, and if not
+	// why; every row that ran has one, rules or not.
+	Validity validity.Verdict `json:"validity"`
+	Rules    []RuleResult     `json:"rules,omitempty"`
+}
+
+// Valid reports whether the row ran and its figures can be trusted.
+func (rv *RowVerdict) Valid() bool {
+	return rv.Verdict != NotRun && rv.Verdict != Skipped && rv.Validity.Valid
+}
+
+// RulesPass reports whether every rule judged passed (what an invalid
+// row's rules would have said).
+func (rv *RowVerdict) RulesPass() bool {
+	for _, r := range rv.Rules {
+		if !r.Pass {
+			return false
+		}
+	}
+	return true
 }
 
 // RuleResult is one acceptance rule applied to one row.
@@ -78,6 +128,7 @@ type RuleResult struct {
 	Rule   string   `json:"rule"`
 	Expect string   `json:"expect"`
 	Pass   bool     `json:"pass"`
+	Sweep  string   `json:"sweep,omitempty"` // operating_point for a rule that judges the sweep as a whole
 	Failed []Clause `json:"failed,omitempty"`
 	// Reason explains a failure that is not a clause's: no successful
 	// requests, an evaluation error.
@@ -107,55 +158,249 @@ type HypothesisVerdict struct {
 	Values    []Value `json:"values,omitempty"`
 }
 
-// Judge applies the plan's acceptance rules and hypotheses to a summary.
+// OperatingPoint is what an operating_point rule found in one sweep: the
+// highest-throughput valid point that passes every rule on it.
+type OperatingPoint struct {
+	Base  string   `json:"base"`  // the swept row's id as written
+	Rules []string `json:"rules"` // the operating_point rules judging it
+	// Row is the operating point's row id; empty when there is none.
+	Row string `json:"row,omitempty"`
+	// Verdict is pass (an operating point, and no point above it in load
+	// that might have beaten it went unjudged), fail (every point was
+	// valid and none passes) or inconclusive.
+	Verdict string `json:"verdict"`
+	// Rejected lists the valid points that failed (past capacity), and
+	// Unjudged the points above the operating point that were invalid or
+	// did not run.
+	Rejected []string `json:"rejected,omitempty"`
+	Unjudged []string `json:"unjudged,omitempty"`
+	Why      string   `json:"why"`
+}
+
+// Judge applies the plan's acceptance rules, validity checks and
+// hypotheses to a summary.
 func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 	d := &Decision{Interrupted: s.Interrupted}
 	rules := map[string][]schema.AcceptanceRule{}
+	// eachPoint marks rows judged by at least one rule on their own; a
+	// row judged only as a point of a sweep's operating point counts
+	// through that (judgeOperatingPoints) when it is invalid or missing.
+	eachPoint := map[string]bool{}
 	for _, a := range plan.Acceptance {
 		for _, id := range a.Rows {
 			rules[id] = append(rules[id], a)
+			eachPoint[id] = eachPoint[id] || a.Sweep != schema.SweepOperatingPoint
 		}
 	}
-	failed, judged, unjudged := 0, 0, 0
+	var invalid, notRun, failed []string
 	for i := range s.Rows {
 		rs := &s.Rows[i]
+		d.Sent += rs.Requests.Sent - rs.Requests.Canceled
+		d.Failed += rs.Errors.Total
 		rv := RowVerdict{ID: rs.ID}
-		switch {
-		case len(rules[rs.ID]) == 0:
-			rv.Verdict = NoRules
-		case rs.Status == metrics.RowNotRun || rs.Status == metrics.RowFailed:
-			rv.Verdict = NotRun
-			unjudged++
-		default:
-			judged++
-			rv.Verdict = Pass
+		rv.Validity = validity.Row(validity.Input{Row: plan.Row(rs.ID), Summary: rs, Rules: rules[rs.ID], Config: plan.Validity})
+		ran := rs.Status != metrics.RowNotRun && rs.Status != metrics.RowFailed
+		if ran {
 			env := metrics.NewRowEnv(rs)
 			for _, rule := range rules[rs.ID] {
 				rr := judgeRule(rule, rs, env)
-				if !rr.Pass {
-					rv.Verdict = Fail
+				if rule.Sweep == schema.SweepOperatingPoint {
+					rr.Sweep = rule.Sweep
 				}
 				rv.Rules = append(rv.Rules, rr)
 			}
+		}
+		switch {
+		case !ran && len(rules[rs.ID]) == 0:
+			rv.Verdict = NotRun
+		case !ran:
+			rv.Verdict = NotRun
+			if eachPoint[rs.ID] {
+				notRun = append(notRun, rs.ID)
+			}
+		case len(rules[rs.ID]) == 0:
+			rv.Verdict = NoRules
+		case !rv.Validity.Valid:
+			rv.Verdict = Invalid
+			if eachPoint[rs.ID] {
+				invalid = append(invalid, rs.ID)
+			}
+		default:
+			rv.Verdict = Pass
+			for _, rr := range rv.Rules {
+				switch {
+				case rr.Pass:
+				case rr.Sweep == schema.SweepOperatingPoint && rv.Verdict == Pass:
+					rv.Verdict = Rejected
+				case rr.Sweep != schema.SweepOperatingPoint:
+					rv.Verdict = Fail
+				}
+			}
 			if rv.Verdict == Fail {
-				failed++
+				failed = append(failed, rs.ID)
 			}
 		}
 		d.Rows = append(d.Rows, rv)
 	}
-	// A pass needs evidence: every row that has rules ran and met them.
+	var skipped []string
+	for _, id := range plan.Skipped {
+		d.Rows = append(d.Rows, RowVerdict{ID: id, Verdict: Skipped})
+		if len(rules[id]) > 0 {
+			skipped = append(skipped, id)
+		}
+	}
+	d.OperatingPoints = judgeOperatingPoints(plan, s, d)
+	d.MostFailed = d.Sent > 0 && 2*d.Failed > d.Sent
+
+	// A pass needs evidence: every row that has rules ran, was valid, and
+	// met them (a sweep judged by its operating point: yielded one).
+	var opFail, opInconclusive []string
+	for _, op := range d.OperatingPoints {
+		switch op.Verdict {
+		case Fail:
+			opFail = append(opFail, op.Base)
+		case Inconclusive:
+			opInconclusive = append(opInconclusive, op.Base)
+		}
+	}
+	judged := false
+	for _, rv := range d.Rows {
+		judged = judged || rv.Verdict == Pass || rv.Verdict == Fail || rv.Verdict == Rejected || rv.Verdict == Invalid
+	}
+	why := func(format string, ids []string) {
+		if len(ids) > 0 {
+			d.Why = append(d.Why, fmt.Sprintf(format, "`"+strings.Join(ids, "`, `")+"`"))
+		}
+	}
+	why("failed acceptance: %s", failed)
+	why("no operating point: every point of %s was valid and none passes", opFail)
+	why("invalid, so not judged: %s", invalid)
+	why("with rules but not run: %s", notRun)
+	why("with rules but left out of this run (--rows): %s", skipped)
+	why("an operating point that a point above it, invalid or not run, might beat: %s", opInconclusive)
 	switch {
-	case failed > 0:
-		d.Verdict = Fail
-	case unjudged > 0 || s.Interrupted:
+	case s.Interrupted:
 		d.Verdict = Incomplete
-	case judged == 0:
+	case len(failed) > 0 || len(opFail) > 0:
+		d.Verdict = Fail
+	case len(invalid) > 0 || len(notRun) > 0 || len(skipped) > 0 || len(opInconclusive) > 0:
+		d.Verdict = Inconclusive
+	case !judged:
 		d.Verdict = NoRules
 	default:
 		d.Verdict = Pass
 	}
-	d.Hypotheses = judgeHypotheses(plan, s)
+	if d.MostFailed {
+		d.Why = append(d.Why, fmt.Sprintf("most requests failed: %d of %d", d.Failed, d.Sent))
+	}
+	d.Hypotheses = judgeHypotheses(plan, s, d)
 	return d
+}
+
+// judgeOperatingPoints decides, for every sweep an operating_point rule
+// judges, whether the sweep yields an operating point: the valid point
+// with the highest output throughput that passes every rule on it.
+//
+// Points that fail (valid, past capacity) are rejected without failing
+// the run. The answer can be trusted only if no point that might have
+// beaten it went unjudged: a point with more load than the operating
+// point (or, when there is none, any point) that was invalid or did not
+// run makes the sweep inconclusive.
+func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []OperatingPoint {
+	var out []OperatingPoint
+	byBase := map[string]*OperatingPoint{}
+	for _, a := range plan.Acceptance {
+		if a.Sweep != schema.SweepOperatingPoint {
+			continue
+		}
+		for _, id := range a.Rows {
+			row := plan.Row(id)
+			if row == nil || row.ID == row.Base {
+				continue
+			}
+			op := byBase[row.Base]
+			if op == nil {
+				out = append(out, OperatingPoint{Base: row.Base})
+				op = &out[len(out)-1]
+				byBase[row.Base] = op
+				// out may grow: keep pointers valid by indexing later.
+			}
+			if !contains(op.Rules, a.Name) {
+				op.Rules = append(op.Rules, a.Name)
+			}
+		}
+	}
+	for i := range out {
+		op := &out[i]
+		var points []*schema.PlannedRow
+		for j := range plan.Rows {
+			if plan.Rows[j].Base == op.Base && plan.Rows[j].ID != op.Base {
+				points = append(points, &plan.Rows[j])
+			}
+		}
+		best, bestTP := "", 0.0
+		for _, p := range points {
+			rv := d.Row(p.ID)
+			rs := s.Row(p.ID)
+			if rv == nil || rs == nil {
+				continue
+			}
+			switch rv.Verdict {
+			case Pass:
+				if tp := rs.Throughput.OutputTokensPerS; best == "" || tp > bestTP {
+					best, bestTP = p.ID, tp
+				}
+			case Rejected, Fail:
+				op.Rejected = append(op.Rejected, p.ID)
+			}
+		}
+		op.Row = best
+		bestLoad := -1.0
+		if best != "" {
+			bestLoad = loadOf(plan.Row(best))
+		}
+		for _, p := range points {
+			rv := d.Row(p.ID)
+			if rv == nil || rv.Verdict == Invalid || rv.Verdict == NotRun || rv.Verdict == Skipped {
+				if loadOf(p) > bestLoad {
+					op.Unjudged = append(op.Unjudged, p.ID)
+				}
+			}
+		}
+		switch {
+		case best != "" && len(op.Unjudged) == 0:
+			op.Verdict = Pass
+			op.Why = fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid points that pass", best, num(bestTP))
+			if len(op.Rejected) > 0 {
+				op.Why += fmt.Sprintf("; rejected (past capacity): `%s`", strings.Join(op.Rejected, "`, `"))
+			}
+		case best != "":
+			op.Verdict = Inconclusive
+			op.Why = fmt.Sprintf("operating point at least `%s` (%s tok/s), but `%s`, with more load, could not be judged", best, num(bestTP), strings.Join(op.Unjudged, "`, `"))
+		case len(op.Unjudged) > 0:
+			op.Verdict = Inconclusive
+			op.Why = fmt.Sprintf("no valid point passes, and `%s` could not be judged", strings.Join(op.Unjudged, "`, `"))
+		default:
+			op.Verdict = Fail
+			op.Why = "no operating point: every point was valid and none passes"
+		}
+	}
+	return out
+}
+
+// loadOf is a row's offered load, for ordering a sweep: its concurrency or
+// its rate (a trace's speedup).
+func loadOf(r *schema.PlannedRow) float64 {
+	if r == nil {
+		return 0
+	}
+	switch r.Load.Mode {
+	case schema.ModeConcurrency:
+		return float64(r.Load.Concurrency)
+	case schema.ModeTrace:
+		return r.Load.Speedup
+	}
+	return r.Load.Rate
 }
 
 // judgeRule evaluates a rule on a row, clause by clause.
@@ -210,7 +455,7 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 		}
 		switch {
 		case len(missing) > 0:
-			cl.Reason = strings.Join(dedupe(missing), ", ") + " has no samples"
+			cl.Reason = missingReason(dedupe(missing))
 		case err != nil:
 			cl.Reason = err.Error()
 		}
@@ -226,6 +471,28 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 		rr.Failed = append(rr.Failed, cl)
 	}
 	return rr
+}
+
+// missingReason says why the named metrics could not be read: no samples,
+// or for the cache, no cached-token counts from the server.
+func missingReason(names []string) string {
+	var dists []string
+	cache := false
+	for _, n := range names {
+		if n == "cache" {
+			cache = true
+			continue
+		}
+		dists = append(dists, n)
+	}
+	var parts []string
+	if len(dists) > 0 {
+		parts = append(parts, strings.Join(dists, ", ")+" has no samples")
+	}
+	if cache {
+		parts = append(parts, "the server reported no cached prompt tokens")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // runOn evaluates a compiled program, or else an expression's source, as a
@@ -282,29 +549,45 @@ func toFloat(v any) (float64, bool) {
 // data. A hypothesis naming a row without data (not run, filtered out with
 // --rows, or with no successful request) is inconclusive: a claim about a
 // missing measurement is neither supported nor refuted.
-func judgeHypotheses(plan *schema.Plan, s *metrics.Summary) []HypothesisVerdict {
+func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []HypothesisVerdict {
 	env := metrics.HypothesisEnv{Rows: map[string]metrics.RowEnv{}}
 	usable := map[string]bool{}
+	invalid := map[string]bool{}
 	for i := range s.Rows {
 		rs := &s.Rows[i]
 		if rs.Status != metrics.RowNotRun && rs.Status != metrics.RowFailed && rs.Requests.Completed > 0 {
 			env.Rows[rs.ID] = metrics.NewRowEnv(rs)
+			if rv := d.Row(rs.ID); rv != nil && !rv.Validity.Valid {
+				invalid[rs.ID] = true
+				continue
+			}
 			usable[rs.ID] = true
 		}
 	}
 	var out []HypothesisVerdict
 	for _, h := range plan.Hypotheses {
 		hv := HypothesisVerdict{ID: h.ID, Statement: h.Statement, Expect: h.Program.Source}
-		var missing []string
+		var missing, bad []string
 		for _, id := range referencedRows(h.Program.Source) {
-			if !usable[id] {
+			switch {
+			case invalid[id]:
+				bad = append(bad, id)
+			case !usable[id]:
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) > 0 {
+		if len(missing)+len(bad) > 0 {
 			sort.Strings(missing)
+			sort.Strings(bad)
+			var why []string
+			if len(missing) > 0 {
+				why = append(why, "no data for row "+strings.Join(missing, ", "))
+			}
+			if len(bad) > 0 {
+				why = append(why, "row "+strings.Join(bad, ", ")+" is invalid")
+			}
 			hv.Verdict = Inconclusive
-			hv.Reason = "no data for row " + strings.Join(missing, ", ")
+			hv.Reason = strings.Join(why, "; ")
 			out = append(out, hv)
 			continue
 		}

@@ -35,6 +35,9 @@ acceptance:
   - name: latency
     rows: [idle, busy, broken, gone]
     expect: ttft.p95 < 100 && tpot.p95 < 40 && errors.total == 0
+# The fixture's rows hold a handful of samples: these tests are about
+# the rules, validity_test.go about the checks.
+validity: {ignore: [samples]}
 `
 
 // row builds a summary with ttft and tpot samples.
@@ -164,6 +167,7 @@ name: x
 server: {target: builtin}
 rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8, streaming: false}]
 acceptance: [{name: a, expect: "`+tt.expect+`"}]
+validity: {ignore: [samples, steady_state]}
 `), schema.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +177,7 @@ acceptance: [{name: a, expect: "`+tt.expect+`"}]
 		rs.Requests.Completed, rs.Requests.Sent = 2, 2
 		d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
 		if got := d.Rows[0].Verdict == Pass; got != tt.pass {
-			t.Errorf("%s: pass = %v; want %v (%+v)", tt.expect, got, tt.pass, d.Rows[0].Rules)
+			t.Errorf("%s: pass = %v; want %v (%+v, %+v)", tt.expect, got, tt.pass, d.Rows[0].Rules, d.Rows[0].Validity)
 		}
 	}
 }
@@ -182,8 +186,12 @@ func TestRunVerdicts(t *testing.T) {
 	plan, sum := fixture(t)
 	// Only rows without failures: idle passes, gone did not run.
 	sum.Rows = []metrics.RowSummary{sum.Rows[0], sum.Rows[3]}
+	if d := Judge(plan, sum); d.Verdict != Inconclusive {
+		t.Errorf("verdict %s; want inconclusive: a row with rules did not run", d.Verdict)
+	}
+	sum.Interrupted = true
 	if d := Judge(plan, sum); d.Verdict != Incomplete {
-		t.Errorf("verdict %s; want incomplete: a row with rules did not run", d.Verdict)
+		t.Errorf("verdict %s; want incomplete: the run was interrupted", d.Verdict)
 	}
 	noRules, err := schema.Parse("x.yaml", []byte(`apiVersion: infermatrix/v1
 name: x
@@ -226,7 +234,7 @@ func TestMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"# Decision record: judged",
-		"**Verdict: FAIL.** 2 of 3 judged rows are rejected: `busy`, `broken`.",
+		"**Verdict: FAIL.** 2 of 3 valid judged rows fail acceptance: `busy`, `broken`. Also: with rules but not run: `gone`.",
 		"| `busy` | latency | **fail**: `ttft.p95 < 100` with ttft.p95 = 375; `tpot.p95 < 40` with tpot.p95 = 50.3; `errors.total == 0` with errors.total = 1 |",
 		"- `broken`: latency: no successful requests (3 sent, 3 failed)",
 		"| `gone` | not run |",
@@ -241,7 +249,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	// Sections in the order a reviewer reads them.
 	last := -1
-	for _, h := range []string{"## Hypotheses", "## Server and run", "## Workload matrix", "## Results", "## Acceptance", "## Rejected rows", "## Reproduce"} {
+	for _, h := range []string{"## Hypotheses", "## Validity", "## Server and run", "## Workload matrix", "## Results", "## Acceptance", "## Rejected rows", "## Reproduce"} {
 		i := strings.Index(md, h)
 		if i < last {
 			t.Errorf("section %q out of order", h)

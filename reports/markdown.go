@@ -44,7 +44,17 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
 	exp := p.Experiment
 
-	m.printf("# Decision record: %s\n\n", exp.Name)
+	title := "Decision record: " + exp.Name
+	if simulated(man) {
+		title += " (SIMULATED)"
+	}
+	m.printf("# %s\n\n", title)
+	if simulated(man) {
+		m.printf("> **%s**\n\n", cell(simulatedBanner(man)))
+	}
+	if in.JudgedBy != "" {
+		m.printf("> **Re-judged.** %s\n\n", cell(in.JudgedBy))
+	}
 	if exp.Description != "" {
 		m.printf("%s\n\n", exp.Description)
 	}
@@ -63,10 +73,20 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 
 	m.verdict(d, sum)
 	m.operatingPoints(in.Analysis)
+	m.validity(d)
 
 	m.printf("## Server and run\n\n")
-	m.printf("| | |\n|---|---|\n")
-	for _, kv := range serverFacts(p, man) {
+	m.printf("What the experiment declared, beside what the run found.\n\n")
+	m.printf("| | Declared | Discovered | |\n|---|---|---|---|\n")
+	for _, f := range serverComparison(p, man) {
+		flag := ""
+		if f.Mismatch != "" {
+			flag = "⚠ " + cell(f.Mismatch)
+		}
+		m.printf("| %s | %s | %s | %s |\n", f.Name, cell(f.Declared), cell(f.Discovered), flag)
+	}
+	m.printf("\n| | |\n|---|---|\n")
+	for _, kv := range runFacts(man) {
 		m.printf("| %s | %s |\n", kv[0], cell(kv[1]))
 	}
 	m.printf("\n")
@@ -75,18 +95,22 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 
 	m.printf("## Workload matrix\n\n")
-	m.printf("| Row | Question | Load | Input tokens | Output tokens | Stop | Verdict |\n|---|---|---|---|---|---|---|\n")
-	verdicts := map[string]string{}
-	for _, rv := range d.Rows {
-		verdicts[rv.ID] = rv.Verdict
-	}
+	m.printf("| Row | Question | Load | Input tokens | Output tokens | Stop | Verdict | Validity |\n|---|---|---|---|---|---|---|---|\n")
 	for i := range p.Rows {
 		r := &p.Rows[i]
 		in, out := r.Input.String(), r.Output.String()
 		if r.Prefix != nil {
 			in += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s |\n", r.ID, cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdicts[r.ID]))
+		rv := d.Row(r.ID)
+		verdict := ""
+		if rv != nil {
+			verdict = rv.Verdict
+		}
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.ID, cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
+	}
+	for _, id := range p.Skipped {
+		m.printf("| `%s` | | | | | | %s | — |\n", id, verdictCell(Skipped))
 	}
 	m.printf("\n")
 
@@ -101,6 +125,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		}
 		mt := rs.Metrics
 		status := fmt.Sprintf("%d / %d", rs.Requests.Completed, rs.Requests.Sent)
+		if rv := d.Row(rs.ID); rv != nil && !rv.Validity.Valid {
+			status += " ⚠ invalid"
+		}
 		if rs.Status == metrics.RowInterrupted {
 			status += " (interrupted)"
 		}
@@ -112,7 +139,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
 		}
 		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, cell(status),
-			triple(mt.TTFT), triple(mt.TPOT), triple(mt.ITL), triple(mt.E2E),
+			triple(mt.TTFT), triple(mt.TPOT), itlCell(rs, p.Validity), triple(mt.E2E),
 			num(rs.Throughput.RequestsPerS), num(rs.Throughput.OutputTokensPerS), num(rs.Throughput.OutputTokensPerSU),
 			goodput, cell(errorsCell(rs)))
 	}
@@ -129,7 +156,11 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	if len(p.Acceptance) > 0 {
 		m.printf("## Acceptance\n\n")
 		for _, a := range p.Acceptance {
-			m.printf("- **%s**: %s\n", cell(a.Name), codeSpan(a.Program.Source))
+			how := ""
+			if a.Sweep == schema.SweepOperatingPoint {
+				how = " (asks each sweep for an operating point)"
+			}
+			m.printf("- **%s**: %s%s\n", cell(a.Name), codeSpan(a.Program.Source), how)
 		}
 		m.printf("\n| Row | Rule | Result |\n|---|---|---|\n")
 		for _, rv := range d.Rows {
@@ -137,6 +168,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 				res := "pass"
 				if !rr.Pass {
 					res = "**fail**: " + failureText(rr)
+				}
+				if rv.Verdict == Invalid {
+					res = "not judged (invalid row); its figures would " + res
 				}
 				m.printf("| `%s` | %s | %s |\n", rv.ID, cell(rr.Rule), res)
 			}
@@ -146,7 +180,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 
 	var rejected []RowVerdict
 	for _, rv := range d.Rows {
-		if rv.Verdict == Fail {
+		if rv.Verdict == Fail || rv.Verdict == Rejected {
 			rejected = append(rejected, rv)
 		}
 	}
@@ -159,7 +193,11 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 					why = append(why, cell(rr.Rule)+": "+failureText(rr))
 				}
 			}
-			m.printf("- `%s`: %s\n", rv.ID, strings.Join(why, "; "))
+			past := ""
+			if rv.Verdict == Rejected {
+				past = " (past the operating point: it does not fail the run)"
+			}
+			m.printf("- `%s`%s: %s\n", rv.ID, past, strings.Join(why, "; "))
 		}
 		m.printf("\n")
 	}
@@ -169,9 +207,6 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.plots(in.plots)
 
 	m.printf("## Reproduce\n\n")
-	if in.JudgedBy != "" {
-		m.printf("> Judged by %s, not by the experiment the run was made with: its acceptance rules and hypotheses were re-evaluated against the recorded measurements (`infermatrix report --experiment`).\n\n", cell(in.JudgedBy))
-	}
 	m.printf("```sh\n%s\n```\n\n", reproduceCommand(man))
 	m.printf("Experiment `%s`, sha256 `%s` (check with `sha256sum -c %s` in the run directory).\n", man.Experiment.File, man.Experiment.SHA256, rundir.HashFile)
 	return m.err
@@ -224,7 +259,7 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		c := rs.SelfCheck
 		shared = shared || c.SharedWithServer
 		if c.RequestedRate > 0 || c.Cores > 0 || c.MeasurementErrorMS > 0 || c.ClientBound ||
-			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0 {
+			rs.Tokens.Input.Requests+rs.Tokens.Output.Requests > 0 || rs.InFlight.Max > 0 {
 			rows = append(rows, rs)
 		}
 	}
@@ -232,11 +267,11 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		return
 	}
 	m.printf("## Client self-check\n\n")
-	m.printf("Whether the client measured the server rather than itself. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: the client process's CPU use as a share of its cores, and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out). Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±%g%% the row measured another workload than it says.\n\n", 100*metrics.TokenMismatchLimit)
+	m.printf("Whether the client measured the server rather than itself, and what load the server saw. For open-loop rows: the rate asked for, the rate of the arrival schedule drawn for this run, the rate requests actually left the client at, and how late they left (queue time behind a concurrency cap excluded). For every row: requests in flight (time-weighted mean over the measured window, and the most at once); the client process's CPU use as a share of its cores; how late its probe timers fired (p99) and the estimated lateness of its timestamps (clock resolution plus p99 scheduling delay; docs/metrics.md says what it leaves out); the share of token events read together with the one before; the share of prompt tokens the server served from its prefix cache, and of those the row did not share on purpose. Then the server's token counts against the requested lengths, as the mean relative difference; beyond ±%g%% the row measured another workload than it says.\n\n", 100*metrics.TokenMismatchLimit)
 	if shared {
 		m.printf("The built-in server runs in the client's process: its CPU use and scheduling delay count too.\n\n")
 	}
-	m.printf("| Row | Requested / scheduled / achieved req/s | Dispatch lag p50 / p99 (ms) | Client CPU | Measurement error (ms) | Input tokens vs requested | Output tokens vs requested | Client |\n|---|---|---|---|---|---|---|---|\n")
+	m.printf("| Row | Requested / scheduled / achieved req/s | Dispatch lag p50 / p99 (ms) | In flight mean / max | Client CPU | Timer lateness p99 / measurement error (ms) | Zero gaps | Cache hits (unasked) | Input tokens vs requested | Output tokens vs requested | Client |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var mismatched []*metrics.RowSummary
 	for _, rs := range rows {
 		c := rs.SelfCheck
@@ -254,8 +289,16 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 				cpu += fmt.Sprintf(" (machine %.0f%%)", 100*c.HostCPU)
 			}
 		}
-		if c.MeasurementErrorMS > 0 {
-			merr = num(c.MeasurementErrorMS)
+		if c.MeasurementErrorMS > 0 || c.TimerLatenessP99MS > 0 {
+			merr = optNum(c.TimerLatenessP99MS) + " / " + optNum(c.MeasurementErrorMS)
+		}
+		inflight := "—"
+		if rs.InFlight.Max > 0 {
+			inflight = num(rs.InFlight.Mean) + " / " + num(float64(rs.InFlight.Max))
+		}
+		zero := "—"
+		if c.Gaps > 0 {
+			zero = fmt.Sprintf("%.1f%%", 100*c.ZeroGapShare)
 		}
 		verdict := "ok"
 		switch {
@@ -267,7 +310,7 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		if rs.Tokens.Mismatch {
 			mismatched = append(mismatched, rs)
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, rates, lag, cpu, merr,
+		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, rates, lag, inflight, cpu, merr, zero, cacheCell(rs.Cache),
 			lengthCell(rs.Tokens.Input), lengthCell(rs.Tokens.Output), verdict)
 	}
 	m.printf("\n")
@@ -278,6 +321,23 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		}
 		m.printf("\n")
 	}
+}
+
+// optNum is a figure, or "—" when it was not measured (zero).
+func optNum(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return num(v)
+}
+
+// cacheCell shows the server's prefix-cache hit ratio and the share of
+// it the row did not ask for, or "unknown" when the server did not say.
+func cacheCell(c metrics.Cache) string {
+	if !c.Known() {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f%% (%.1f%%)", 100*c.HitRatio, 100*c.UnexpectedRatio)
 }
 
 // lengthCell shows one side of the token check.
@@ -304,48 +364,51 @@ func (m *mdWriter) printf(format string, args ...any) {
 }
 
 func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
-	pass, fail, none, notRun := d.byVerdict()
-	var bound []string
-	for _, rs := range sum.Rows {
-		if rs.SelfCheck.ClientBound {
-			bound = append(bound, rs.ID)
-		}
-	}
 	if sum.Interrupted {
 		m.printf("> **Interrupted.** The run was stopped before it finished; the numbers below cover only what was measured.\n\n")
 	}
-	judged := len(pass) + len(fail)
-	switch d.Verdict {
-	case Pass:
-		m.printf("**Verdict: PASS.** %d of %d judged rows meet acceptance.", len(pass), judged)
-	case Fail:
-		m.printf("**Verdict: FAIL.** %d of %d judged rows are rejected: %s.", len(fail), judged, codeList(fail))
-	case Incomplete:
-		m.printf("**Verdict: INCOMPLETE.** Rows with acceptance rules have no verdict (%s); this record cannot sign a plan off.", codeList(notRun))
-	case NoRules:
-		m.printf("**Verdict: none.** The experiment has no acceptance rules; these numbers are for reading, not for sign-off.")
-	}
-	switch {
-	case len(none) == 1 && d.Verdict != NoRules:
-		m.printf(" 1 row has no acceptance rule.")
-	case len(none) > 1 && d.Verdict != NoRules:
-		m.printf(" %d rows have no acceptance rule.", len(none))
-	}
-	if len(notRun) > 0 && d.Verdict != Incomplete {
-		m.printf(" Not run: %s.", codeList(notRun))
-	}
-	m.printf("\n\n")
-	if len(bound) > 0 {
-		m.printf("> **Client-bound rows:** %s. The client fell behind the load it was asked to offer, or its CPU was saturated, so these rows may measure the client rather than the server; see [Client self-check](#client-self-check).\n\n", codeList(bound))
-	}
+	headline, _ := verdictHeadline(d)
+	m.printf("**Verdict: %s.** %s\n\n", headline, verdictDetail(d))
 }
 
-func codeList(ids []string) string {
-	q := make([]string, len(ids))
-	for i, id := range ids {
-		q[i] = "`" + id + "`"
+// validity lists every invalid row with each failed check and what to do
+// about it, and the notes of the valid ones.
+func (m *mdWriter) validity(d *Decision) {
+	var invalid, noted []*RowVerdict
+	for i := range d.Rows {
+		rv := &d.Rows[i]
+		switch {
+		case rv.Verdict == NotRun || rv.Verdict == Skipped:
+		case !rv.Validity.Valid:
+			invalid = append(invalid, rv)
+		case len(rv.Validity.Notes) > 0:
+			noted = append(noted, rv)
+		}
 	}
-	return strings.Join(q, ", ")
+	if len(invalid) == 0 && len(noted) == 0 {
+		return
+	}
+	m.printf("## Validity\n\n")
+	if len(invalid) > 0 {
+		m.printf("A row is valid when its figures mean what they say (docs/validity.md). These rows are not, and are not judged:\n\n")
+		m.printf("| Row | Check | Why | What to do |\n|---|---|---|---|\n")
+		for _, rv := range invalid {
+			for _, r := range rv.Validity.Reasons {
+				m.printf("| `%s` | %s | %s | %s |\n", rv.ID, r.Check, cell(r.Message), cell(r.Fix))
+			}
+		}
+		m.printf("\n")
+	}
+	var notes []string
+	for _, n := range groupedNotes(d) {
+		notes = append(notes, fmt.Sprintf("- %s: %s.", codeList(n.rows), cell(n.text)))
+	}
+	if len(notes) > 0 {
+		m.printf("Notes:\n\n%s\n\n", strings.Join(notes, "\n"))
+	}
+	if len(d.Rows) > 0 && len(d.Rows[0].Validity.Ignored) > 0 {
+		m.printf("Checks switched off by the experiment: %s.\n\n", strings.Join(d.Rows[0].Validity.Ignored, ", "))
+	}
 }
 
 func verdictCell(v string) string {
@@ -354,69 +417,34 @@ func verdictCell(v string) string {
 		return "✅ pass"
 	case Fail:
 		return "❌ **fail**"
+	case Invalid:
+		return "⚠ invalid"
+	case Rejected:
+		return "rejected (past capacity)"
 	case "":
 		return "—"
 	}
 	return v
 }
 
-// serverFacts lists what was measured on: declared and discovered server
-// facts, the tool, and the run.
-func serverFacts(p *schema.Plan, man *rundir.Manifest) [][2]string {
-	s := man.Server.Declared
-	var out [][2]string
-	add := func(k, v string) {
-		if strings.TrimSpace(v) != "" {
-			out = append(out, [2]string{k, v})
-		}
+// validityCell is a row's validity for the matrix: ✓, or the failed
+// checks.
+func validityCell(rv *RowVerdict) string {
+	t := validityText(rv)
+	if rv != nil && rv.Validity.Valid && t == "valid" {
+		return "✓ valid"
 	}
-	if s.Builtin {
-		add("Target", simTarget(s.Sim))
-	} else {
-		add("Target", strings.Join(s.URLs, ", "))
+	return "⚠ " + t
+}
+
+// itlCell is the ITL triple, marked when the row's token events came in
+// bursts: then its ITL is made of zeros and bursts, not the server's pace.
+func itlCell(rs *metrics.RowSummary, v schema.ValidityPlan) string {
+	t := triple(rs.Metrics.ITL)
+	if c := rs.SelfCheck; c.Gaps >= 20 && c.ZeroGapShare > v.ZeroGapShare {
+		t += fmt.Sprintf(" ⚠ bursts (%.0f%% zero gaps)", 100*c.ZeroGapShare)
 	}
-	add("API", s.API)
-	add("Model", s.Model)
-	disc := man.Server.Discovered
-	add("Server lists", discoveredModels(disc))
-	if disc.Error != "" {
-		add("Discovery", disc.Error)
-	}
-	add("Server header", disc.Server)
-	e := s.Engine
-	eng := strings.TrimSpace(e.Name + " " + e.Version)
-	if e.Image != "" {
-		eng += " (" + e.Image + ")"
-	}
-	add("Engine", eng)
-	if len(e.Flags) > 0 {
-		add("Engine flags", formatMap(e.Flags))
-	}
-	h := s.Hardware
-	if h.GPU != "" {
-		gpu := h.GPU
-		if h.Count > 0 {
-			gpu = fmt.Sprintf("%d × %s", h.Count, h.GPU)
-		}
-		add("GPU", gpu)
-	}
-	add("Driver", h.Driver)
-	add("CUDA", h.CUDA)
-	add("Server host", h.Host)
-	add("Hardware notes", h.Notes)
-	tool := "infermatrix " + man.Tool.Version
-	if man.Tool.Commit != "" {
-		tool += " (" + shortCommit(man.Tool.Commit) + ")"
-	}
-	add("Tool", tool+", "+man.Tool.Go)
-	add("Client host", fmt.Sprintf("%s (%s/%s, %d CPUs)", man.Host.Name, man.Host.OS, man.Host.Arch, man.Host.CPUs))
-	run := man.Started.Format("2006-01-02 15:04:05 UTC")
-	if man.Ended != nil {
-		run += fmt.Sprintf(" to %s (%s)", man.Ended.Format("15:04:05 UTC"), man.Ended.Sub(man.Started).Round(1e8))
-	}
-	add("Run", run)
-	add("Experiment", fmt.Sprintf("%s, sha256 %s", man.Experiment.File, shortCommit(man.Experiment.SHA256)))
-	return out
+	return t
 }
 
 func shortCommit(s string) string {

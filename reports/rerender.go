@@ -14,7 +14,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -29,17 +31,33 @@ var ErrInvalidExperiment = errors.New("invalid experiment")
 // RerenderOptions adjust Rerender.
 type RerenderOptions struct {
 	// Experiment is an experiment file to judge the run by instead of the
-	// run's own experiment.yaml: its acceptance rules and hypotheses are
-	// evaluated again against the recorded summary, and its report
-	// formats decide which files are written. Its rows must be the ones
-	// the run measured.
+	// run's own experiment.yaml: its acceptance rules, validity
+	// thresholds and hypotheses are evaluated again against the recorded
+	// measurements, and its report formats decide which files are
+	// written. Its rows must be the ones the run measured.
 	Experiment string
+	// Semantics, when set, summarises every row again from its records
+	// under these definitions (metrics.SemInfermatrix, SemVLLM,
+	// SemAIPerf) instead of the run's.
+	Semantics string
+	// Now stamps the re-judged directory's name; zero means time.Now.
+	Now time.Time
 }
+
+// RejudgedDir is the folder of a run directory that re-judgements go to,
+// each in a folder of its own, so that the record the run wrote is never
+// changed by a later judgement.
+const RejudgedDir = "rejudged"
 
 // Rerendered is what Rerender did.
 type Rerendered struct {
 	*Written
+	// Dir is where the files went: the run directory, or a folder of its
+	// rejudged/ for a re-judgement.
 	Dir *rundir.Dir
+	// Rejudged says the files went to a folder of rejudged/, and Why.
+	Rejudged bool
+	Why      string
 	// Notes say where the re-rendering departs from the original run's:
 	// settings of an edited experiment that the recorded summary does not
 	// follow, rows whose records do not reproduce summary.json.
@@ -60,6 +78,14 @@ type Rerendered struct {
 // p(metric, q) needs and the full precision the run rendered with. A row
 // whose records do not reproduce it (edited, or written by another build)
 // is judged on summary.json as stored, and a note says so.
+//
+// A judgement is never overwritten. With another experiment or other
+// semantics, the files go to rejudged/<UTC time>-<label>/, whose record
+// names the run's experiment and the one that judged it, with their
+// hashes, at the top; the run's own decision files stay byte for byte as
+// they were. Without either, the record is rendered again in place only
+// where its verdicts come out as recorded (or none was recorded, as after
+// a kill); a build that judges the run otherwise writes beside it too.
 func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 	dir, err := rundir.Open(path)
 	if err != nil {
@@ -69,18 +95,89 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Artifacts of formats the experiment no longer asks for would
-	// contradict the new record: remove them.
-	for _, stale := range staleArtifacts(in.Plan.Formats) {
-		if err := os.RemoveAll(filepath.Join(dir.Path, stale)); err != nil {
-			return nil, fmt.Errorf("remove %s: %w", stale, err)
+	in.Decision = Judge(in.Plan, in.Summary)
+	out := dir
+	res := &Rerendered{Notes: notes}
+	switch {
+	case opts.Experiment != "" || opts.Semantics != "":
+		res.Rejudged, res.Why = true, "judged by another experiment or other semantics"
+	default:
+		if old, ok := recordedVerdicts(dir); ok && old != verdictsOf(in.Decision) {
+			res.Rejudged = true
+			res.Why = "this build judges the run otherwise than the record it wrote (" + old + " → " + verdictsOf(in.Decision) + ")"
+			in.JudgedBy = fmt.Sprintf("this record judges run %s again with infermatrix %s; the run's own record (%s) judged it %s, and is unchanged.",
+				dir.Path, buildinfoVersion(), rundir.DecisionFile, old)
 		}
 	}
-	w, err := Write(dir, in)
+	if res.Rejudged {
+		now := opts.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		label := "rerender"
+		switch {
+		case opts.Experiment != "":
+			label = shortCommit(in.Plan.SHA256)
+			if opts.Semantics != "" {
+				label += "-" + opts.Semantics
+			}
+		case opts.Semantics != "":
+			label = opts.Semantics
+		}
+		base := filepath.Join(dir.Path, RejudgedDir, now.UTC().Format(rundir.TimestampLayout)+"-"+label)
+		sub := base
+		for i := 2; ; i++ {
+			if _, err := os.Stat(sub); os.IsNotExist(err) {
+				break
+			}
+			sub = fmt.Sprintf("%s-%d", base, i)
+		}
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", sub, err)
+		}
+		out = &rundir.Dir{Path: sub}
+		if err := out.WriteJSON(rundir.SummaryFile, in.Summary); err != nil {
+			return nil, err
+		}
+	} else {
+		// Artifacts of formats the experiment no longer asks for would
+		// contradict the new record: remove them.
+		for _, stale := range staleArtifacts(in.Plan.Formats) {
+			if err := os.RemoveAll(filepath.Join(dir.Path, stale)); err != nil {
+				return nil, fmt.Errorf("remove %s: %w", stale, err)
+			}
+		}
+	}
+	w, err := Write(out, in)
 	if err != nil {
 		return nil, err
 	}
-	return &Rerendered{Written: w, Dir: dir, Notes: notes}, nil
+	res.Written, res.Dir = w, out
+	return res, nil
+}
+
+// recordedVerdicts reads the verdicts decision.json holds, as verdictsOf
+// writes them; false when there is none (a run killed before its record).
+func recordedVerdicts(dir *rundir.Dir) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir.Path, DecisionJSON))
+	if err != nil {
+		return "", false
+	}
+	var d Decision
+	if json.Unmarshal(b, &d) != nil {
+		return "", false
+	}
+	return verdictsOf(&d), true
+}
+
+// verdictsOf is a decision's run and row verdicts in one line, to tell
+// whether two judgements agree.
+func verdictsOf(d *Decision) string {
+	parts := []string{d.Verdict}
+	for _, rv := range d.Rows {
+		parts = append(parts, rv.ID+"="+rv.Verdict)
+	}
+	return strings.Join(parts, " ")
 }
 
 // LoadRun reads a run directory into the Input its decision record is
@@ -99,13 +196,30 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	notes = append(notes, restoreSamples(dir, plan, man, sum)...)
+	if opts.Semantics != "" {
+		plan.Semantics = opts.Semantics
+		sum.Semantics, sum.SemanticsNotes = opts.Semantics, metrics.SemanticsNotes(opts.Semantics, sum.SLO)
+	}
+	notes = append(notes, restoreSamples(dir, plan, man, sum, opts.Semantics != "")...)
 	in := &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}
-	if opts.Experiment != "" {
-		in.JudgedBy = fmt.Sprintf("%s (sha256 %s)", opts.Experiment, plan.SHA256)
+	if opts.Experiment != "" || opts.Semantics != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "This record judges run %s, made with experiment %s (sha256 %s), ", dir.Path, orNone(man.Experiment.File), shortCommit(man.Experiment.SHA256))
+		if opts.Experiment != "" {
+			fmt.Fprintf(&b, "by experiment %s (sha256 %s)", opts.Experiment, shortCommit(plan.SHA256))
+		} else {
+			b.WriteString("by its own experiment")
+		}
+		if opts.Semantics != "" {
+			fmt.Fprintf(&b, ", with every row summarised again from its records under semantics %s (the run used %s)", opts.Semantics, orDefault(man.Semantics, metrics.SemInfermatrix))
+		}
+		fmt.Fprintf(&b, ". The run's own record (%s in the run directory) is unchanged.", rundir.DecisionFile)
+		in.JudgedBy = b.String()
 	}
 	return in, notes, nil
 }
+
+func buildinfoVersion() string { return buildinfo.Get().Version }
 
 // staleArtifacts lists the files of report formats not in formats, which a
 // re-render must not leave behind.
@@ -164,9 +278,11 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 	var rows []schema.PlannedRow
 	var problems []string
 	found := map[string]bool{}
+	var skipped []string
 	for _, r := range plan.Rows {
 		run, ok := ran[r.ID]
 		if !ok {
+			skipped = append(skipped, r.ID) // not run (--rows): its rules cannot pass
 			continue
 		}
 		found[r.ID] = true
@@ -185,6 +301,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 			ErrInvalidExperiment, path, strings.Join(problems, "\n  "))
 	}
 	plan.Rows = rows
+	plan.Skipped = append(skipped, plan.Skipped...)
 
 	// What was measured stays as measured: goodput was counted against
 	// the run's objectives, the statistics under its semantics and
@@ -196,9 +313,9 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 			notes = append(notes, fmt.Sprintf("%s sets other SLOs than the run (%s); goodput stays as measured against the run's (%s)",
 				path, orNone(sloText(plan.SLO)), orNone(sloText(man.SLO))))
 		}
-		if sem := orDefault(plan.Semantics, metrics.SemInfermatrix); sem != orDefault(man.Semantics, metrics.SemInfermatrix) {
-			notes = append(notes, fmt.Sprintf("%s sets semantics %s; the run was summarised under %s, and stays so",
-				path, sem, orDefault(man.Semantics, metrics.SemInfermatrix)))
+		if sem := orDefault(plan.Semantics, metrics.SemInfermatrix); sem != orDefault(man.Semantics, metrics.SemInfermatrix) && opts.Semantics == "" {
+			notes = append(notes, fmt.Sprintf("%s sets semantics %s; the run was summarised under %s, and stays so (pass --semantics %s to summarise it again under it)",
+				path, sem, orDefault(man.Semantics, metrics.SemInfermatrix), sem))
 		}
 		if !slices.Equal(plan.Percentiles, sum.Percentiles) {
 			notes = append(notes, fmt.Sprintf("%s asks for percentiles %v; the run's summary has %v", path, plan.Percentiles, sum.Percentiles))
@@ -271,6 +388,11 @@ func rowFields(r *schema.PlannedRow) map[string]any {
 		return v
 	}
 	m["tokenizer"] = base(m["tokenizer"])
+	// Runs from before unique_prompts existed recorded none; the default
+	// stands for them.
+	if _, ok := m["unique_prompts"]; !ok {
+		m["unique_prompts"] = schema.UniquePerRun
+	}
 	for _, k := range []string{"dataset", "trace"} {
 		if o, ok := m[k].(map[string]any); ok {
 			o["file"] = base(o["file"])
@@ -284,7 +406,10 @@ func rowFields(r *schema.PlannedRow) map[string]any {
 // reproduces the stored one (see Rerender). The client's own load (CPU,
 // scheduling delay) is not in the records, so the self-check keeps the
 // stored figures.
-func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, sum *metrics.Summary) []string {
+//
+// With resummarize set (other semantics than the run's), the rebuilt
+// summary is taken whatever the stored one says: it is meant to differ.
+func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, sum *metrics.Summary, resummarize bool) []string {
 	var notes []string
 	api := man.Server.Declared.API
 	if api == "" {
@@ -321,6 +446,11 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 		lag := re.SelfCheck.DispatchLag
 		re.SelfCheck = rs.SelfCheck
 		re.SelfCheck.DispatchLag = lag
+		re.Requests.Unsent = rs.Requests.Unsent // arrivals without a record
+		if resummarize {
+			*rs = re
+			continue
+		}
 		if !sameJSON(&re, rs) {
 			// An edited experiment may slice time otherwise; the
 			// timeslices are shown, never judged.

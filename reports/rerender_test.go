@@ -62,7 +62,7 @@ func markdownOf(t *testing.T, in *Input) string {
 func TestRerenderRestoresSamples(t *testing.T) {
 	run := copyRun(t, fixtureRun)
 	exp := editedExperiment(t, run, "expect: ttft.p95 < 200 && tpot.p95 < 40 && errors.total == 0",
-		"expect: p(ttft, 99.9) < 100 && p(itl, 75) < 15")
+		"expect: p(ttft, 99.9) < 100 && p(itl, 75) < 15 && errors.total == 0")
 	in, notes, err := judgeRun(t, run, RerenderOptions{Experiment: exp})
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +71,8 @@ func TestRerenderRestoresSamples(t *testing.T) {
 		t.Errorf("notes: %q; want none", notes)
 	}
 	// The record says which file judged it.
-	if !strings.HasPrefix(in.JudgedBy, exp+" (sha256 ") {
-		t.Errorf("JudgedBy = %q; want the edited file and its hash", in.JudgedBy)
+	if !strings.Contains(in.JudgedBy, "by experiment "+exp+" (sha256 ") || !strings.Contains(in.JudgedBy, "made with experiment experiments/golden.yaml (sha256 ") {
+		t.Errorf("JudgedBy = %q; want the run's experiment and the edited file, with their hashes", in.JudgedBy)
 	}
 	got := map[string]string{}
 	for _, rv := range in.Decision.Rows {

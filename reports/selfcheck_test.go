@@ -36,12 +36,12 @@ func TestMarkdownSelfCheckAndSemantics(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"Definitions: docs/metrics.md, **semantics `vllm`**: as `vllm bench serve` defines them.",
-		"Under semantics `vllm`:\n\n- ttft, itl, tpot and e2e follow vllm bench serve",
+		"Under semantics `vllm`:\n\n- follows vllm bench serve at vLLM commit 02cfb534",
 		"- `busy`: 3 of 3 successful requests have no choice-chunk stamps.",
-		"> **Client-bound rows:** `busy`.",
+		"| `busy` | client_cpu | the client's process used 95% of its 2 cores (limit 90%)",
 		"The built-in server runs in the client's process",
-		"| `idle` | — | — | 25% of 2 cores (machine 50%) | 0.120 | **+8.0% mismatch** | +0.0% | ok |",
-		"| `busy` | — | — | 95% of 2 cores | 3 | — | — | **client-bound**: the client's process used 95% of its 2 cores |",
+		"| `idle` | — | — | — | 25% of 2 cores (machine 50%) | — / 0.120 | — | unknown | **+8.0% mismatch** | +0.0% | ok |",
+		"| `busy` | — | — | — | 95% of 2 cores | — / 3 | — | unknown | — | — | **client-bound**: the client's process used 95% of its 2 cores |",
 		"**Token lengths differ from the requested ones:**\n\n- `idle`: input: the server counted 108.0 tokens",
 	} {
 		if !strings.Contains(md, want) {

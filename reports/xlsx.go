@@ -287,7 +287,7 @@ const (
 // xlsxSummaryColumns are the Summary sheet's columns.
 func xlsxSummaryColumns() []xlsxColumn {
 	cols := []xlsxColumn{
-		{"Row", 28, xlsxKindText}, {"Verdict", 10, xlsxKindText}, {"Status", 12, xlsxKindText},
+		{"Row", 28, xlsxKindText}, {"Verdict", 10, xlsxKindText}, {"Validity", 18, xlsxKindText}, {"Status", 12, xlsxKindText},
 		{"Requests sent", 10, xlsxKindInt}, {"Requests OK", 10, xlsxKindInt}, {"Requests failed", 10, xlsxKindInt},
 	}
 	for _, m := range []string{"TTFT", "TPOT", "ITL", "E2E"} {
@@ -299,16 +299,20 @@ func xlsxSummaryColumns() []xlsxColumn {
 		xlsxColumn{xlsxColOutputTokS, 11, xlsxKindRate}, xlsxColumn{"Tok/s per user", 11, xlsxKindRate},
 		xlsxColumn{"Req/s", 9, xlsxKindReqRate}, xlsxColumn{"Goodput ratio", 10, xlsxKindPercent},
 		xlsxColumn{"Errors", 8, xlsxKindInt}, xlsxColumn{"Errors by class", 24, xlsxKindText},
-		xlsxColumn{"Client-bound", 10, xlsxKindText})
+		xlsxColumn{"Client-bound", 10, xlsxKindText}, xlsxColumn{"In flight (mean)", 10, xlsxKindRate},
+		xlsxColumn{"Cache hit ratio", 10, xlsxKindPercent}, xlsxColumn{"Zero-gap share", 10, xlsxKindPercent},
+		xlsxColumn{"Why invalid", 60, xlsxKindText})
 }
 
 // summary writes the Summary sheet: one line per row, in plan order.
 func (x *xlsxWriter) summary() error {
 	sum := x.in.Summary
 	verdicts := map[string]string{}
+	valid := map[string]*RowVerdict{}
 	if x.d != nil {
-		for _, rv := range x.d.Rows {
+		for i, rv := range x.d.Rows {
 			verdicts[rv.ID] = rv.Verdict
+			valid[rv.ID] = &x.d.Rows[i]
 		}
 	}
 	x.summaryLine = map[string]int{}
@@ -321,7 +325,7 @@ func (x *xlsxWriter) summary() error {
 		if rs.Error != "" {
 			status += ": " + rs.Error
 		}
-		vals := []any{rs.ID, xlsxStr(verdicts[rs.ID]), status}
+		vals := []any{rs.ID, xlsxStr(verdicts[rs.ID]), xlsxStr(validityText(valid[rs.ID])), status}
 		if rs.Status == metrics.RowNotRun {
 			vals = append(vals, make([]any, len(xlsxSummaryColumns())-len(vals))...)
 		} else {
@@ -334,8 +338,19 @@ func (x *xlsxWriter) summary() error {
 			if !sum.SLO.IsZero() {
 				goodput = xlsxNum(rs.Goodput.Ratio)
 			}
+			var cache any
+			if rs.Cache.Known() {
+				cache = xlsxNum(rs.Cache.HitRatio)
+			}
+			var why []string
+			if rv := valid[rs.ID]; rv != nil {
+				for _, r := range rv.Validity.Reasons {
+					why = append(why, r.Check+": "+r.Message)
+				}
+			}
 			vals = append(vals, xlsxNum(rs.Throughput.OutputTokensPerS), xlsxNum(rs.Throughput.OutputTokensPerSU),
-				xlsxNum(rs.Throughput.RequestsPerS), goodput, rs.Errors.Total, xlsxStr(xlsxErrorClasses(rs)), rs.SelfCheck.ClientBound)
+				xlsxNum(rs.Throughput.RequestsPerS), goodput, rs.Errors.Total, xlsxStr(xlsxErrorClasses(rs)), rs.SelfCheck.ClientBound,
+				xlsxNum(rs.InFlight.Mean), cache, xlsxNum(rs.SelfCheck.ZeroGapShare), xlsxStr(strings.Join(why, "; ")))
 		}
 		lines = append(lines, vals)
 		fills = append(fills, xlsxVerdictFill(verdicts[rs.ID]))
@@ -961,12 +976,21 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	if name == "" {
 		name = x.in.Summary.Experiment
 	}
+	if simulated(man) {
+		add("SIMULATED", simulatedBanner(man))
+	}
 	add("Experiment", name)
 	add("Description", desc)
 	add("Experiment file", man.Experiment.File)
 	add("Experiment SHA-256", man.Experiment.SHA256)
 	if x.d != nil {
 		add("Verdict", x.d.Verdict)
+		if len(x.d.Why) > 0 {
+			add("Why", strings.Join(x.d.Why, "; "))
+		}
+	}
+	if x.in.JudgedBy != "" {
+		add("Re-judged", x.in.JudgedBy)
 	}
 	add("Run status", man.Status)
 	add("Run error", man.Error)
@@ -999,6 +1023,14 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	add("Discovery error", disc.Error)
 	add("Engine", s.Engine.Name)
 	add("Engine version", s.Engine.Version)
+	add("Discovered engine", strings.TrimSpace(disc.Engine+" "+disc.EngineVersion))
+	if x.in.Plan != nil {
+		for _, f := range serverComparison(x.in.Plan, man) {
+			if f.Mismatch != "" {
+				add("Mismatch: "+f.Name, fmt.Sprintf("declared %s, discovered %s: %s", f.Declared, f.Discovered, f.Mismatch))
+			}
+		}
+	}
 	add("Engine image", s.Engine.Image)
 	add("Engine flags", xlsxFlags(s.Engine.Flags))
 	h := s.Hardware
@@ -1106,6 +1138,9 @@ func (x *xlsxWriter) properties() error {
 		}
 		if man.Experiment.Name != "" {
 			title = man.Experiment.Name
+		}
+		if simulated(man) {
+			title += " (SIMULATED)"
 		}
 		if man.Tool.Version != "" {
 			creator += " " + man.Tool.Version

@@ -39,6 +39,8 @@ acceptance:
     rows: [chat, sat]
     expect: ttft.p95 < 100 && tpot.p95 < 40
 report: {formats: [xlsx]}
+# Five requests a row: the workbook's layout is under test, not the checks.
+validity: {ignore: [samples, errors, steady_state, load]}
 `
 
 // xlsxRow builds a row summary whose latencies are the given values.
@@ -206,37 +208,37 @@ func TestXLSXSummary(t *testing.T) {
 	f := openXLSX(t, renderXLSX(t, xlsxInput(t)))
 	const s = "Summary"
 	for cell, want := range map[string]string{
-		"A1": "Row", "B1": "Verdict", "D1": "Requests sent", "G1": "TTFT p50 (ms)", "H1": "TTFT p95 (ms)",
-		"K1": "TPOT p95 (ms)", "S1": "Output tok/s", "T1": "Tok/s per user", "U1": "Req/s", "V1": "Goodput ratio",
-		"W1": "Errors", "Y1": "Client-bound",
-		"A2": "chat", "B2": "pass", "C2": "complete", "D2": "5", "S2": "80",
-		"A4": "sat/c=4", "S4": "1234.5", "U4": "2.5", "V4": "0.8",
-		"A5": "sat/c=8", "B5": "fail", "F5": "1", "W5": "1", "X5": "http 1", "Y5": "1",
+		"A1": "Row", "B1": "Verdict", "E1": "Requests sent", "H1": "TTFT p50 (ms)", "I1": "TTFT p95 (ms)",
+		"L1": "TPOT p95 (ms)", "T1": "Output tok/s", "U1": "Tok/s per user", "V1": "Req/s", "W1": "Goodput ratio",
+		"X1": "Errors", "Z1": "Client-bound",
+		"A2": "chat", "B2": "pass", "D2": "complete", "E2": "5", "T2": "80",
+		"A4": "sat/c=4", "T4": "1234.5", "V4": "2.5", "W4": "0.8",
+		"A5": "sat/c=8", "B5": "fail", "G5": "1", "X5": "1", "Y5": "http 1", "Z5": "1",
 	} {
 		if got := cellValue(t, f, s, cell); got != want {
 			t.Errorf("Summary!%s = %q; want %q", cell, got, want)
 		}
 	}
 	// TTFT p95 of 40 × {0.8, 1, 1.1}, interpolated.
-	if got := cellValue(t, f, s, "H2"); !strings.HasPrefix(got, "43.") {
-		t.Errorf("Summary!H2 (TTFT p95) = %q; want 43.x", got)
+	if got := cellValue(t, f, s, "I2"); !strings.HasPrefix(got, "43.") {
+		t.Errorf("Summary!I2 (TTFT p95) = %q; want 43.x", got)
 	}
-	if got, _ := f.GetCellValue(s, "S4"); got != "1,235" {
-		t.Errorf("Summary!S4 shows %q; want 1,235 (#,##0)", got)
+	if got, _ := f.GetCellValue(s, "T4"); got != "1,235" {
+		t.Errorf("Summary!T4 shows %q; want 1,235 (#,##0)", got)
 	}
-	if st := cellStyle(t, f, s, "H2"); st.CustomNumFmt == nil || *st.CustomNumFmt != "0.0" {
-		t.Errorf("Summary!H2 number format = %v; want 0.0", st.CustomNumFmt)
+	if st := cellStyle(t, f, s, "I2"); st.CustomNumFmt == nil || *st.CustomNumFmt != "0.0" {
+		t.Errorf("Summary!I2 number format = %v; want 0.0", st.CustomNumFmt)
 	}
-	if st := cellStyle(t, f, s, "S2"); st.NumFmt != 3 {
-		t.Errorf("Summary!S2 number format = %d; want 3 (#,##0)", st.NumFmt)
+	if st := cellStyle(t, f, s, "T2"); st.NumFmt != 3 {
+		t.Errorf("Summary!T2 number format = %d; want 3 (#,##0)", st.NumFmt)
 	}
-	if st := cellStyle(t, f, s, "V2"); st.CustomNumFmt == nil || *st.CustomNumFmt != "0.0%" {
-		t.Errorf("Summary!V2 number format = %v; want 0.0%%", st.CustomNumFmt)
+	if st := cellStyle(t, f, s, "W2"); st.CustomNumFmt == nil || *st.CustomNumFmt != "0.0%" {
+		t.Errorf("Summary!W2 number format = %v; want 0.0%%", st.CustomNumFmt)
 	}
 	if st := cellStyle(t, f, s, "A1"); st.Font == nil || !st.Font.Bold {
 		t.Error("Summary header is not bold")
 	}
-	for cell, want := range map[string]string{"A2": "C6EFCE", "H2": "C6EFCE", "Y2": "C6EFCE", "A5": "FFC7CE", "S5": "FFC7CE"} {
+	for cell, want := range map[string]string{"A2": "C6EFCE", "I2": "C6EFCE", "Z2": "C6EFCE", "A5": "FFC7CE", "T5": "FFC7CE"} {
 		if got := fillColor(cellStyle(t, f, s, cell)); got != want {
 			t.Errorf("Summary!%s fill = %q; want %q", cell, got, want)
 		}
@@ -252,8 +254,8 @@ func TestXLSXSummary(t *testing.T) {
 		t.Errorf("Summary column A width = %g; want 28", w)
 	}
 	parts := zipParts(t, renderXLSX(t, xlsxInput(t)))
-	if wb := parts["xl/workbook.xml"]; !strings.Contains(wb, "_xlnm._FilterDatabase") || !strings.Contains(wb, "&#39;Summary&#39;!$A$1:$Y$5") {
-		t.Errorf("no autofilter over Summary!A1:Y5 in workbook.xml:\n%s", wb)
+	if wb := parts["xl/workbook.xml"]; !strings.Contains(wb, "_xlnm._FilterDatabase") || !strings.Contains(wb, "&#39;Summary&#39;!$A$1:$AD$5") {
+		t.Errorf("no autofilter over Summary!A1:AD5 in workbook.xml:\n%s", wb)
 	}
 }
 
@@ -265,13 +267,13 @@ func TestXLSXBlankMeasurements(t *testing.T) {
 	in.Summary.SLO = metrics.SLO{}
 	in.Summary.Rows = append(in.Summary.Rows, metrics.RowSummary{ID: "gone", Base: "gone", Status: metrics.RowNotRun})
 	f := openXLSX(t, renderXLSX(t, in))
-	for _, cell := range []string{"G2", "H2", "I2", "V2", "D6", "S6"} {
+	for _, cell := range []string{"H2", "I2", "J2", "W2", "E6", "T6"} {
 		if got := cellValue(t, f, "Summary", cell); got != "" {
 			t.Errorf("Summary!%s = %q; want empty", cell, got)
 		}
 	}
-	if got := cellValue(t, f, "Summary", "C6"); got != "not_run" {
-		t.Errorf("Summary!C6 = %q; want not_run", got)
+	if got := cellValue(t, f, "Summary", "D6"); got != "not_run" {
+		t.Errorf("Summary!D6 = %q; want not_run", got)
 	}
 }
 
@@ -509,10 +511,10 @@ func TestXLSXChart(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<scatterChart>",
-		"<xVal><numRef><f>Summary!$S$3:$S$5</f></numRef></xVal>", // output tok/s of the sweep's rows
-		"<f>Summary!$H$3:$H$5</f>",                               // TTFT p95
-		"<f>Summary!$K$3:$K$5</f>",                               // TPOT p95
-		"<f>Summary!$H$1</f>",                                    // series named by the header
+		"<xVal><numRef><f>Summary!$T$3:$T$5</f></numRef></xVal>", // output tok/s of the sweep's rows
+		"<f>Summary!$I$3:$I$5</f>",                               // TTFT p95
+		"<f>Summary!$L$3:$L$5</f>",                               // TPOT p95
+		"<f>Summary!$I$1</f>",                                    // series named by the header
 		"sat: p95 latency against output throughput",
 	} {
 		if !strings.Contains(chart, want) {
@@ -528,8 +530,8 @@ func TestXLSXChart(t *testing.T) {
 	in := xlsxInput(t)
 	in.Analysis = nil
 	parts = zipParts(t, renderXLSX(t, in))
-	if !strings.Contains(parts["xl/charts/chart1.xml"], "<f>Summary!$S$2:$S$5</f>") {
-		t.Errorf("chart of all rows does not span Summary!S2:S5:\n%s", parts["xl/charts/chart1.xml"])
+	if !strings.Contains(parts["xl/charts/chart1.xml"], "<f>Summary!$T$2:$T$5</f>") {
+		t.Errorf("chart of all rows does not span Summary!T2:T5:\n%s", parts["xl/charts/chart1.xml"])
 	}
 }
 

@@ -106,12 +106,33 @@ type ServerInfo struct {
 	Discovered Discovered        `json:"discovered"`
 }
 
-// Discovered is what GET /models (and the response headers) said.
+// Discovered is what the server said of itself: GET /models, the
+// response headers, and the engine's own endpoint where it has one.
 type Discovered struct {
 	URL    string  `json:"url,omitempty"`
 	Models []Model `json:"models,omitempty"`
 	Server string  `json:"server_header,omitempty"`
 	Error  string  `json:"error,omitempty"`
+	// Engine and EngineVersion are the engine that answered, as it named
+	// itself; EngineFrom says where that was read (vLLM's /version,
+	// llama.cpp's /props, TGI's /info, SGLang's /get_server_info,
+	// /models' owned_by, the Server header). Empty when it could not be
+	// told.
+	Engine        string `json:"engine,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty"`
+	EngineFrom    string `json:"engine_from,omitempty"`
+	// Simulated describes the built-in server when it served the run:
+	// what actually answered, whatever the experiment declares.
+	Simulated *Simulated `json:"simulated,omitempty"`
+}
+
+// Simulated is the built-in server's configuration as it ran.
+type Simulated struct {
+	Preset      string `json:"preset"`
+	Model       string `json:"model"`
+	GPU         string `json:"gpu,omitempty"`
+	Replicas    int    `json:"replicas,omitempty"`
+	MaxModelLen int    `json:"max_model_len,omitempty"`
 }
 
 // Model is one entry of GET /models.

@@ -19,7 +19,7 @@ const maxBlockCacheBytes = 64 << 20
 // in production have the same leading ids. The builder makes the text of
 // hash id h a function of h (and of the run's nonce, so that a rerun
 // against the same server does not find last run's blocks in its cache):
-// a window of the corpus, at an offset drawn from h, exactly block-size
+// a window of the corpus, at an offset drawn from h and from the row's scope, exactly block-size
 // tokens long. Prompts with equal leading ids therefore have byte-identical
 // leading text, and a server's prefix cache hits as it did in production.
 type blockBuilder struct {
@@ -67,7 +67,9 @@ func (b *blockBuilder) block(h int64) string {
 }
 
 // build returns a prompt of exactly input tokens (with its true count, in
-// the rare case no exact text is found) for a request with these hash ids.
+// the rare case no exact text is found) for a request with these hash ids,
+// and how many of its leading tokens come from hash-id blocks: the part
+// the trace says other requests share.
 //
 // The leading ids become their blocks verbatim. The last piece is cut from
 // the corpus so that the whole prompt counts exactly input tokens: from
@@ -77,10 +79,10 @@ func (b *blockBuilder) block(h int64) string {
 // tokens no id names were shared with no other request. Joining blocks can
 // merge or split a token at the seam, which the last piece absorbs; should
 // the seams alone overshoot, one verbatim block fewer is tried.
-func (b *blockBuilder) build(ids []int64, input int, unique uint64) (string, int) {
+func (b *blockBuilder) build(ids []int64, input int, unique uint64) (string, int, int) {
 	nblocks := (input + b.size - 1) / b.size
 	verbatim := min(len(ids), nblocks-1)
-	bestText, bestCount := "", -1
+	bestText, bestCount, bestShared := "", -1, 0
 	for j := verbatim; j >= 0; j-- {
 		var sb strings.Builder
 		for _, h := range ids[:j] {
@@ -91,14 +93,18 @@ func (b *blockBuilder) build(ids []int64, input int, unique uint64) (string, int
 			off = b.offset(ids[j])
 		}
 		text, got := b.corpus.exact(sb.String(), j*b.size, off, input)
+		shared := j * b.size
+		if j < len(ids) {
+			shared = got // the rest is a cut of the next id's block
+		}
 		if got == input {
-			return text, got
+			return text, got, shared
 		}
 		if got >= 0 && (bestCount < 0 || abs(got-input) < abs(bestCount-input)) {
-			bestText, bestCount = text, got
+			bestText, bestCount, bestShared = text, got, shared
 		}
 	}
-	return bestText, max(bestCount, 0)
+	return bestText, max(bestCount, 0), bestShared
 }
 
 // traceSchedule returns when each request of a trace is due, from the

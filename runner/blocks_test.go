@@ -67,7 +67,7 @@ func TestMooncakeBlocks(t *testing.T) {
 			}
 			texts := make([]string, len(reqs))
 			for i, r := range reqs {
-				text, got := b.build(r.ids, r.input, uint64(i))
+				text, got, _ := b.build(r.ids, r.input, uint64(i))
 				if n := tok.Count(text); n != r.input || got != r.input {
 					t.Errorf("ids %v, input %d: %d tokens (reported %d)", r.ids, r.input, n, got)
 				}
@@ -97,7 +97,7 @@ func TestMooncakeBlocks(t *testing.T) {
 			}
 			// The tail beyond the ids is the request's own: another request
 			// with the same ids and length gets another tail.
-			other, _ := b.build([]int64{1, 5}, 5*size, 999)
+			other, _, _ := b.build([]int64{1, 5}, 5*size, 999)
 			if other == texts[3] || !strings.HasPrefix(other, b.block(1)+b.block(5)) {
 				t.Error("tails beyond the hash ids are shared between requests, or the ids are not")
 			}

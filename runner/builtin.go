@@ -66,11 +66,27 @@ type truthSink struct {
 	f   *os.File
 	buf bytes.Buffer
 	err error
+	// row, when set, also gets every line: the row running now checks its
+	// stamps against them.
+	row *truthCollector
+}
+
+// collect starts collecting lines for a new row, and returns its
+// collector.
+func (t *truthSink) collect() *truthCollector {
+	c := &truthCollector{lines: map[string]truthLine{}}
+	t.mu.Lock()
+	t.row = c
+	t.mu.Unlock()
+	return c
 }
 
 func (t *truthSink) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.row != nil {
+		t.row.line(p) // each Write is one line (sim's truthWriter)
+	}
 	if t.f == nil {
 		return t.buf.Write(p)
 	}

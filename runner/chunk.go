@@ -13,12 +13,16 @@ import (
 // decoded into again and again: its buffers are reused, so a stream of
 // ordinary chunks allocates nothing per event.
 type chunkFields struct {
-	id          []byte
-	object      []byte
-	hasError    bool // an "error" member that is not null
-	choices     []choiceFields
-	usage       *openai.Usage
-	usageBuf    openai.Usage
+	id       []byte
+	object   []byte
+	hasError bool // an "error" member that is not null
+	choices  []choiceFields
+	usage    *openai.Usage
+	usageBuf openai.Usage
+	// cacheN is llama.cpp's timings.cache_n, the prompt tokens it reused
+	// from its cache; hasCacheN says the chunk carried it.
+	cacheN      int
+	hasCacheN   bool
 	hasMessage  bool
 	messageType byte
 }
@@ -65,8 +69,15 @@ type streamChunk struct {
 		Text         string  `json:"text"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *openai.Usage   `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Usage   *openai.Usage   `json:"usage"`
+	Timings *llamaTimings   `json:"timings"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// llamaTimings is the part of llama.cpp's timings object the record
+// keeps: how many prompt tokens came from its cache.
+type llamaTimings struct {
+	CacheN *int `json:"cache_n"`
 }
 
 func (f *chunkFields) decodeSlow(data []byte) error {
@@ -93,6 +104,9 @@ func (f *chunkFields) decodeSlow(data []byte) error {
 		f.usageBuf = *ch.Usage
 		f.usage = &f.usageBuf
 	}
+	if ch.Timings != nil && ch.Timings.CacheN != nil {
+		f.cacheN, f.hasCacheN = *ch.Timings.CacheN, true
+	}
 	return nil
 }
 
@@ -101,6 +115,7 @@ func (f *chunkFields) reset() {
 	f.hasError = false
 	f.choices = f.choices[:0]
 	f.usage = nil
+	f.cacheN, f.hasCacheN = 0, false
 }
 
 // nextChoice appends a cleared choice, reusing its buffers.
@@ -189,8 +204,10 @@ func (s *chunkScanner) chunk(f *chunkFields) bool {
 				return once(&seen, 16) && s.choices(f)
 			case "usage":
 				return once(&seen, 32) && s.usage(f)
+			case "timings":
+				return once(&seen, 64) && s.timings(f)
 			}
-			return !foldsTo(key, "id", "object", "message", "error", "choices", "usage") && s.skip()
+			return !foldsTo(key, "id", "object", "message", "error", "choices", "usage", "timings") && s.skip()
 		})
 		if !ok {
 			return false
@@ -369,6 +386,26 @@ func (s *chunkScanner) usage(f *chunkFields) bool {
 		return false
 	}
 	f.usage = &f.usageBuf
+	return true
+}
+
+// timings hands llama.cpp's timings object, once per stream, to
+// encoding/json, as usage does.
+func (s *chunkScanner) timings(f *chunkFields) bool {
+	start := s.i
+	if s.peek() == 'n' {
+		return s.lit("null")
+	}
+	if s.peek() != '{' || !s.skip() {
+		return false
+	}
+	var t llamaTimings
+	if json.Unmarshal(s.data[start:s.i], &t) != nil {
+		return false
+	}
+	if t.CacheN != nil {
+		f.cacheN, f.hasCacheN = *t.CacheN, true
+	}
 	return true
 }
 

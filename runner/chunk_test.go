@@ -13,6 +13,8 @@ type decodedChunk struct {
 	HasError   bool
 	Choices    []decodedChoice
 	Usage      any
+	CacheN     int
+	HasCacheN  bool
 }
 
 type decodedChoice struct {
@@ -28,6 +30,7 @@ func view(f *chunkFields) decodedChunk {
 	if f.usage != nil {
 		d.Usage = *f.usage
 	}
+	d.CacheN, d.HasCacheN = f.cacheN, f.hasCacheN
 	return d
 }
 
@@ -46,6 +49,8 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"content":"\ud800x"}}]}`,
 	`{"choices":[{"delta":{"content":"bad \xff utf8"}}]}`,
 	`{"usage":{"prompt_tokens":1.5}}`,
+	`{"choices":[],"usage":{"prompt_tokens":3},"timings":{"cache_n":2,"prompt_n":1,"prompt_ms":0.5}}`,
+	`{"timings":{"cache_n":null}}`, `{"timings":null}`, `{"timings":{"cache_n":"x"}}`, `{"timings":[1]}`, `{"Timings":{"cache_n":1}}`,
 	`null`, `[]`, `{}`, `{"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`, `{"choices":null}`, `{"choices":[null]}`,
 	`{"choices":[{"finish_reason":null,"delta":null}]} trailing`,
 	`{"id":"a\u0041","choices":[{"delta":{"content":"x"}}]}`,

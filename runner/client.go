@@ -71,6 +71,11 @@ type call struct {
 	// the row's deliberate cancellations, timed from the start stamp.
 	cancel      func()
 	cancelAfter time.Duration
+	// onConn, when set, is called when the request gets a connection
+	// (from the transport's goroutine): the server is reachable.
+	onConn func()
+	// probe says the request is the one allowed through a closed gate.
+	probe bool
 }
 
 // endpoint returns the path appended to a base URL.
@@ -114,7 +119,7 @@ func (c *client) do(ctx context.Context, cl *call) {
 	req.Header.Set("Idempotency-Key", rec.ID)
 	req.Header.Set("X-Request-Id", rec.ID)
 
-	tr := &connTrace{}
+	tr := &connTrace{onConn: cl.onConn}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks()))
 	defer tr.copyTo(rec)
 
@@ -158,6 +163,7 @@ type connTrace struct {
 	connNS    atomic.Int64
 	firstByte atomic.Int64
 	reused    atomic.Bool
+	onConn    func()
 }
 
 func (t *connTrace) hooks() *httptrace.ClientTrace {
@@ -166,6 +172,9 @@ func (t *connTrace) hooks() *httptrace.ClientTrace {
 			t.conns.Add(1)
 			t.connNS.Store(time.Since(t.start).Nanoseconds())
 			t.reused.Store(info.Reused)
+			if t.onConn != nil {
+				t.onConn()
+			}
 		},
 		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, time.Since(t.start).Nanoseconds()) },
 	}
@@ -222,13 +231,15 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	var bounds []int32 // len(text) after each text event, for EventTokens
 	var usage *openai.Usage
 	usageAt := -1 // how many text events preceded the usage
+	var cacheN int
+	var hasCacheN bool
 	var ch chunkFields
 	for !done {
 		ev, err := sr.next()
 		if err != nil {
 			rec.EndNS = time.Since(start).Nanoseconds()
 			if errors.Is(err, io.EOF) {
-				rec.Error = &metrics.Error{Class: metrics.ErrTruncated, Message: "the stream ended without data: [DONE]"}
+				rec.Error = &metrics.Error{Class: metrics.ErrTruncated, Message: "the stream ended without data: [DONE]", Detail: metrics.DetailCleanEOF}
 			} else {
 				rec.Error = classify(ctx, err, true)
 			}
@@ -243,7 +254,7 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 		}
 		if ev.Type == "error" {
 			rec.EndNS = off
-			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: snippet(data)}
+			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: snippet(data), Detail: metrics.DetailErrorEvent}
 			break
 		}
 		if err := ch.decode(data); err != nil {
@@ -253,7 +264,7 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 		}
 		if ch.hasError || string(ch.object) == "error" {
 			rec.EndNS = off
-			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: errorText(data)}
+			rec.Error = &metrics.Error{Class: metrics.ErrStream, Message: errorText(data), Detail: metrics.DetailErrorData}
 			break
 		}
 		if rec.ResponseID == "" && len(ch.id) > 0 {
@@ -298,6 +309,13 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			u := *ch.usage
 			usage, usageAt = &u, len(rec.Events)
 		}
+		if ch.hasCacheN {
+			cacheN = ch.cacheN
+			hasCacheN = true
+		}
+	}
+	if hasCacheN {
+		rec.CachedTokens = &cacheN
 	}
 	if usage != nil && usageAt < len(rec.Events) {
 		// Usage sent before the last text (a running count, or a server
@@ -331,16 +349,25 @@ func (c *client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
 }
 
 func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
-	rec.EndNS = time.Since(start).Nanoseconds()
+	body, last, err := readAllTimed(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
+		rec.EndNS = time.Since(start).Nanoseconds()
 		rec.Error = classify(ctx, err, true)
 		return
+	}
+	// The response ended when its last byte was read, not when the read
+	// that found the end of the body returned: with chunked encoding that
+	// read waits for the terminating chunk, and nothing after it is the
+	// answer.
+	rec.EndNS = last.Sub(start).Nanoseconds()
+	if last.IsZero() {
+		rec.EndNS = time.Since(start).Nanoseconds()
 	}
 	// Fields go-openai's types lack: whether usage was sent at all, and
 	// the "reasoning" field newer vLLM builds use.
 	var extra struct {
 		Usage   *openai.Usage `json:"usage"`
+		Timings *llamaTimings `json:"timings"`
 		Choices []struct {
 			Message struct {
 				Reasoning string `json:"reasoning"`
@@ -382,7 +409,35 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	for _, ch := range extra.Choices {
 		text += ch.Message.Reasoning
 	}
+	if t := extra.Timings; t != nil && t.CacheN != nil {
+		n := *t.CacheN
+		rec.CachedTokens = &n
+	}
 	c.countOutput(rec, text, extra.Usage)
+}
+
+// readAllTimed reads r to its end and returns what it read and when the
+// last byte arrived: the return of the last read that gave data, zero if
+// none did. It is io.ReadAll with a clock.
+func readAllTimed(r io.Reader) ([]byte, time.Time, error) {
+	b := make([]byte, 0, 4096)
+	var last time.Time
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		if n > 0 {
+			last = time.Now()
+			b = b[:len(b)+n]
+		}
+		if err == io.EOF {
+			return b, last, nil
+		}
+		if err != nil {
+			return b, last, err
+		}
+	}
 }
 
 // countOutput fills in both counts of each side of the request. Reasoning
@@ -396,6 +451,13 @@ func (c *client) countOutput(rec *metrics.Record, text string, usage *openai.Usa
 		p, o := usage.PromptTokens, usage.CompletionTokens
 		rec.InputTokens.Server = &p
 		rec.OutputTokens.Server = &o
+		if d := usage.PromptTokensDetails; d != nil {
+			// OpenAI's field, which vLLM (--enable-prompt-tokens-details),
+			// SGLang and llama.cpp fill; it wins over llama.cpp's
+			// timings, which say the same.
+			c := d.CachedTokens
+			rec.CachedTokens = &c
+		}
 	}
 }
 

@@ -246,12 +246,6 @@ func BenchmarkStreamThroughput(b *testing.B) {
 
 // truthLine is the part of the server's ground-truth log the timing check
 // reads.
-type truthLine struct {
-	ID            string  `json:"id"`
-	ArrivalUnixNs int64   `json:"arrival_unix_ns"`
-	FlushNs       []int64 `json:"flush_ns"`
-}
-
 func readTruth(tb testing.TB, path string) map[string]truthLine {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -18,6 +18,59 @@ type arrivals struct {
 	rng   *rand.Rand
 	t     float64 // seconds since start of the next arrival
 	n     int64
+	// gaps, when set, are the first len(gaps) gaps drawn in advance and
+	// rescaled (see conditioned); later gaps are drawn as they come.
+	gaps []float64
+}
+
+// maxConditioned bounds the gaps conditioned drains in advance: beyond a
+// million arrivals a rate's sampling error (1/√n) is under 0.1%, and
+// the draws would cost memory for nothing.
+const maxConditioned = 1 << 20
+
+// conditioned draws the gaps of a row that sends warm warmup requests and
+// then measured ones, and rescales them so that the warmup arrivals span
+// exactly warm/rate seconds up to the first measured one, and the measured
+// ones exactly (measured−1)/rate from first to last: the row offers
+// exactly the rate it names, however few requests it sends.
+//
+// For Poisson arrivals this is the arrival process conditioned on its
+// count: n exponential gaps divided by their sum are distributed as the
+// spacings of n uniform points, which is what a Poisson process's arrival
+// times are, given how many arrived in the window. Burstiness (gamma)
+// keeps its shape; the sizes of its gaps relative to each other are
+// unchanged. vLLM's benchmark rescales its gamma gaps the same way. Constant
+// arrivals need nothing.
+func (a *arrivals) conditioned(warm, measured int) *arrivals {
+	if a.kind == "constant" || warm+measured > maxConditioned || warm+measured < 2 {
+		return a
+	}
+	draw := func(k int, span float64) []float64 {
+		g := make([]float64, k)
+		var sum float64
+		for i := range g {
+			g[i] = a.gap()
+			sum += g[i]
+		}
+		if sum > 0 {
+			for i := range g {
+				g[i] *= span / sum
+			}
+		}
+		return g
+	}
+	// Gaps: warm of them lead up to the first measured arrival, then
+	// measured−1 between measured arrivals.
+	a.gaps = append(draw(warm, float64(warm)/a.rate), draw(max(measured-1, 0), float64(max(measured-1, 0))/a.rate)...)
+	return a
+}
+
+// gap draws one gap between arrivals, in seconds.
+func (a *arrivals) gap() float64 {
+	if a.kind == "gamma" {
+		return gammaSample(a.rng, a.shape) / (a.rate * a.shape)
+	}
+	return a.rng.ExpFloat64() / a.rate
 }
 
 func newArrivals(rate float64, kind string, burstiness float64, seed uint64) *arrivals {
@@ -39,13 +92,11 @@ func (a *arrivals) next() time.Duration {
 		at = float64(a.n) / a.rate
 	default:
 		at = a.t
-		var gap float64
-		if a.kind == "gamma" {
-			gap = gammaSample(a.rng, a.shape) / (a.rate * a.shape)
+		if a.n < int64(len(a.gaps)) {
+			a.t += a.gaps[a.n]
 		} else {
-			gap = a.rng.ExpFloat64() / a.rate
+			a.t += a.gap()
 		}
-		a.t += gap
 	}
 	a.n++
 	return time.Duration(at * float64(time.Second))

@@ -101,16 +101,30 @@ func abs(x int) int {
 //
 // Lengths are drawn from a generator seeded by the row's seed and the
 // request's sequence number, so the same experiment sends the same lengths
-// on every run whatever the scheduling. The text windows, though, are drawn
-// afresh on every run (seeded also by the run's nonce): a rerun against the
-// same server must not find its prompts in the server's prefix cache.
+// on every run whatever the scheduling.
+//
+// Text is another matter: a prompt the server has seen before is served
+// from its prefix cache, and a row that finds its prompts there measures
+// the cache, not the server. So, unless the row says otherwise
+// (unique_prompts), every prompt starts with a tag unique to the request,
+// its row and the run (see tag): no two prompts of a run share a cacheable
+// prefix beyond what the row shares on purpose (a declared prefix, a
+// trace's hash-id blocks), whatever the order rows run in, and no run
+// shares one with another. The corpus window that fills the rest of the
+// prompt is drawn from the same per-row, per-run seed.
 type workload struct {
-	row      *schema.PlannedRow
-	api      string
-	model    string
-	corpus   *corpus
-	seed     uint64
-	nonce    uint64
+	row   *schema.PlannedRow
+	api   string
+	model string
+	// corpus is the text prompts are cut from, encoded with the row's
+	// tokenizer.
+	corpus *corpus
+	// seed draws lengths, arrivals and cancellations: the row's seed and
+	// id, the same on every run.
+	seed uint64
+	// text draws what prompts say: seed mixed with the run's nonce for
+	// unique_prompts per_run, seed alone otherwise.
+	text     uint64
 	extra    []byte // the row's body fields, as `"k":v,...` ready to splice in
 	prefixes []string
 	prefixN  int
@@ -122,7 +136,14 @@ type workload struct {
 }
 
 func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64) (*workload, error) {
-	w := &workload{row: row, api: api, model: model, corpus: corpusFor(tok), nonce: nonce}
+	w := &workload{row: row, api: api, model: model, corpus: corpusFor(tok)}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
+	w.seed = h.Sum64()
+	w.text = w.seed
+	if row.UniquePrompts == "" || row.UniquePrompts == schema.UniquePerRun {
+		w.text = splitmix64(w.seed ^ nonce)
+	}
 	src, err := loadSource(row, api, tok)
 	if err != nil {
 		return nil, err // it names the file; the caller names the row
@@ -133,11 +154,15 @@ func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokeni
 		if row.Trace != nil {
 			bs = row.Trace.BlockSize
 		}
-		w.blocks = newBlockBuilder(w.corpus, bs, nonce)
+		// Blocks are the row's own: two rows replaying one trace must not
+		// find each other's blocks in the cache. With unique_prompts off
+		// they are the same in every row and every run.
+		scope := w.text
+		if row.UniquePrompts == schema.UniqueOff {
+			scope = 0
+		}
+		w.blocks = newBlockBuilder(w.corpus, bs, scope)
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
-	w.seed = h.Sum64()
 	if len(row.Body) > 0 {
 		b, err := json.Marshal(row.Body)
 		if err != nil {
@@ -147,10 +172,12 @@ func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokeni
 	}
 	if p := row.Prefix; p != nil {
 		// Warm prefixes are the same on every run of the experiment (the
-		// point is a cache that holds them); cold ones are new each run.
+		// point is a cache that holds them); cold ones are new each run
+		// unless unique_prompts says otherwise. Either way they are the
+		// row's own.
 		pseed := w.seed ^ 0x9e3779b97f4a7c15
 		if !p.Warm {
-			pseed ^= nonce
+			pseed = w.text ^ 0x9e3779b97f4a7c15
 		}
 		rng := rand.New(rand.NewPCG(pseed, 1))
 		for i := 0; i < p.Distinct; i++ {
@@ -174,17 +201,47 @@ type prompt struct {
 	inTokens  int // client tokenizer's count of what is sent
 	requested int // input length asked for
 	maxTokens int // output length asked for; 0 sends no max_tokens
+	// shared is how many leading tokens the row shares with other
+	// requests on purpose (Record.SharedTokens).
+	shared int
 }
 
-// goldenStride spreads successive window offsets across the corpus so that
-// no two requests of a row start at the same token (a shared first block
-// would be a prefix-cache hit the row did not ask for).
+// goldenStride spreads successive window offsets across the corpus, so
+// that the text after the tags differs too.
 const goldenStride = 0.6180339887498949
 
 // rng is the generator of one request's draws, a function of the row's
 // seed and the request's sequence number only.
 func (w *workload) rng(seq int64) *rand.Rand {
 	return rand.New(rand.NewPCG(w.seed, uint64(seq)))
+}
+
+// tagDigits is the length of a full tag's hex number: 64 bits, so that
+// within a row, where the number is a bijection of the sequence number,
+// no two tags are equal, and across rows and runs two are equal with
+// probability 2⁻⁶⁴.
+const tagDigits = 16
+
+// tag is the text request seq's prompt starts with, so that it shares no
+// cacheable prefix with any other prompt: a 64-bit number in hex, drawn
+// from the row's text seed and seq, then ": ". A server's cache matches
+// prompts from their first token; prompts that differ there share nothing
+// (a chat template's own tokens before the message aside, which the cache
+// check allows for). The tag is shortened to fit a prompt of room tokens,
+// and left out below a few tokens, where no server caches anything
+// anyway. With unique_prompts off there is no tag.
+func (w *workload) tag(seq int64, room int) string {
+	if w.row.UniquePrompts == schema.UniqueOff || room < 4 {
+		return ""
+	}
+	digits := tagDigits
+	// Hex digits take roughly one token per two or three; keep the tag
+	// to about a third of the room.
+	if room < 24 {
+		digits = max(2, room/2)
+	}
+	v := splitmix64(w.text + uint64(seq)*0x9e3779b97f4a7c15)
+	return fmt.Sprintf("%016x", v)[:digits] + ": "
 }
 
 func (w *workload) prompt(seq int64) prompt {
@@ -195,14 +252,21 @@ func (w *workload) prompt(seq int64) prompt {
 	in := sampleLength(rng, w.row.Input)
 	out := sampleLength(rng, w.row.Output)
 	n := len(w.corpus.ids)
-	base := int(w.nonce % uint64(n))
+	base := int(w.text % uint64(n))
 	off := (base + int(math.Mod(float64(seq)*goldenStride*float64(n), float64(n)))) % n
-	prefix := ""
+	prefix, prefixN := "", 0
 	if len(w.prefixes) > 0 {
-		prefix = w.prefixes[rng.IntN(len(w.prefixes))]
+		prefix, prefixN = w.prefixes[rng.IntN(len(w.prefixes))], w.prefixN
 	}
-	text, got := w.corpus.exact(prefix, w.prefixN, off, in)
-	return prompt{text: text, inTokens: got, requested: in, maxTokens: out}
+	// The tag follows the shared prefix: the prefix is what the row
+	// shares, and everything after it is the request's own.
+	head, headN := prefix, prefixN
+	if t := w.tag(seq, in-prefixN); t != "" {
+		head += t
+		headN += w.corpus.tok.Count(t)
+	}
+	text, got := w.corpus.exact(head, headN, off, in)
+	return prompt{text: text, inTokens: got, requested: in, maxTokens: out, shared: prefixN}
 }
 
 // sourcePrompt is request seq of a dataset or trace row. A dataset is used
@@ -210,28 +274,45 @@ func (w *workload) prompt(seq int64) prompt {
 // a trace's requests are its entries, one each.
 //
 // A dataset prompt asked for no particular length: the input length
-// requested is its own count. The output length is the row's output_tokens
-// when it has one (drawn as for synthetic prompts), else the file's (a
-// JSONL line's max_tokens, a ShareGPT reply's count, a Mooncake
-// output_length), else none is sent and the server decides.
+// requested is its own count, tag included. The output length is the
+// row's output_tokens when it has one (drawn as for synthetic prompts),
+// else the file's (a JSONL line's max_tokens, a ShareGPT reply's count, a
+// Mooncake output_length), else none is sent and the server decides.
+//
+// A dataset's text gets the request's tag in front (in front of the first
+// message's, for a messages line), so that a dataset sent by several rows,
+// or wrapped around within one, is not answered from the cache. With
+// unique_prompts off it is sent verbatim and counted as shared. A Mooncake
+// prompt gets no tag: its hash ids say what it shares, and its blocks are
+// the row's own (see newWorkload).
 func (w *workload) sourcePrompt(seq int64) prompt {
 	e := w.src.entries[seq%int64(len(w.src.entries))]
 	var p prompt
+	tag := w.tag(seq, math.MaxInt32) // a dataset prompt's length is its own
 	switch {
 	case e.mooncake:
-		text, got := w.blocks.build(e.hashIDs, e.input, uint64(seq))
-		p = prompt{text: text, inTokens: got, requested: e.input}
+		text, got, shared := w.blocks.build(e.hashIDs, e.input, uint64(seq))
+		p = prompt{text: text, inTokens: got, requested: e.input, shared: shared}
 	case e.messages != nil:
 		// What a client can count: the server adds its chat template's
 		// tokens, which its usage shows.
+		msgs := e.messages
+		if tag != "" && len(msgs) > 0 {
+			msgs = append([]openai.ChatCompletionMessage(nil), e.messages...)
+			msgs[0].Content = tag + msgs[0].Content
+		}
 		n := 0
-		for _, m := range e.messages {
+		for _, m := range msgs {
 			n += w.corpus.tok.Count(m.Content)
 		}
-		p = prompt{messages: e.messages, inTokens: n, requested: n}
+		p = prompt{messages: msgs, inTokens: n, requested: n}
 	default:
-		n := w.corpus.tok.Count(e.text)
-		p = prompt{text: e.text, inTokens: n, requested: n}
+		text := tag + e.text
+		n := w.corpus.tok.Count(text)
+		p = prompt{text: text, inTokens: n, requested: n}
+	}
+	if w.row.UniquePrompts == schema.UniqueOff {
+		p.shared = p.inTokens
 	}
 	p.maxTokens = e.output
 	if out := w.row.Output; out.Mean > 0 || len(out.Values) > 0 {

@@ -22,6 +22,9 @@ const (
 	stopDuration = "duration"
 	stopError    = "error"
 	stopTrace    = "end of trace"
+	// stopUnreachable: the server refused connections for the run's
+	// unreachable_after (see gate).
+	stopUnreachable = "server unreachable"
 )
 
 // rowRun executes one planned row.
@@ -35,6 +38,12 @@ type rowRun struct {
 	// record takes each finished request; it writes the record to disk
 	// before returning and is safe for concurrent use.
 	record func(*metrics.Record)
+	// gate holds requests back while the server refuses connections; it
+	// is the run's, shared by its rows.
+	gate *gate
+	// unsent counts open-loop arrivals that came due while the gate was
+	// closed: they were not sent.
+	unsent int
 
 	// start is the row's start: record times count from it. loadStart is
 	// when the row's load begins, after any warm-prefix priming: arrival
@@ -149,12 +158,14 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 		body, err = rr.wl.body(prompt{text: rr.wl.prefixes[t.seq], maxTokens: 1}, r.Streaming)
 		rec.InputTokens.Requested = rr.wl.prefixN
 		rec.InputTokens.Client = rr.wl.prefixN
+		rec.SharedTokens = rr.wl.prefixN
 		rec.OutputTokens.Requested = 1
 	} else {
 		p := rr.wl.prompt(t.seq)
 		body, err = rr.wl.body(p, r.Streaming)
 		rec.InputTokens.Requested = p.requested
 		rec.InputTokens.Client = p.inTokens
+		rec.SharedTokens = p.shared
 		rec.OutputTokens.Requested = p.maxTokens
 	}
 	if err != nil {
@@ -163,8 +174,23 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	return &call{url: rec.URL, body: body, rec: rec}, nil
 }
 
-// fire sends one request under the in-flight context and records it.
+// fire sends one request under the in-flight context and records it, and
+// tells the gate whether it reached the server.
 func (rr *rowRun) fire(inflight context.Context, cl *call) {
+	defer func() {
+		rec := cl.rec
+		switch {
+		case rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0:
+			if rr.gate.failed(cl.probe) {
+				rr.mu.Lock()
+				rr.stop(stopUnreachable)
+				rr.mu.Unlock()
+			}
+		default:
+			rr.gate.done(cl.probe)
+		}
+	}()
+	cl.onConn = rr.gate.connected
 	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), errRequestTimeout)
 	defer cancel()
 	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && rr.wl.cancels(cl.rec.Seq, c.Fraction) {
@@ -201,11 +227,17 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	// Warm prefixes are sent first, one at a time, each waited for, so the
 	// server's prefix cache holds every one before the row's load begins.
 	for i := 0; i < rr.primeCount() && ctx.Err() == nil; i++ {
+		pass, probe := rr.gate.wait(ctx, rr.stopped)
+		if !pass {
+			break
+		}
 		t, _ := rr.take(time.Now())
 		cl, err := rr.prepare(t, time.Since(rr.start))
 		if err != nil {
+			rr.gate.done(probe)
 			return false, err
 		}
+		cl.probe = probe
 		rr.fire(inflight, cl)
 	}
 	if rr.primeCount() > 0 {
@@ -219,6 +251,9 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	case schema.ModeRate:
 		l := rr.row.Load
 		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
+		if r := rr.row; r.Requests > 0 && r.WarmupDuration == 0 {
+			arr = arr.conditioned(r.Warmup, r.Requests)
+		}
 		rr.openLoop(ctx, inflight, &wg, func() (time.Duration, bool) { return arr.next(), true })
 	case schema.ModeTrace:
 		rr.openLoop(ctx, inflight, &wg, rr.wl.traceArrivals())
@@ -264,15 +299,27 @@ func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) 
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				pass, probe := rr.gate.wait(ctx, rr.stopped)
+				if !pass {
+					if _, tripped := rr.gate.outage(); tripped {
+						rr.mu.Lock()
+						rr.stop(stopUnreachable)
+						rr.mu.Unlock()
+					}
+					return
+				}
 				t, ok := rr.take(time.Now())
 				if !ok {
+					rr.gate.done(probe)
 					return
 				}
 				cl, err := rr.prepare(t, 0)
 				if err != nil {
+					rr.gate.done(probe)
 					rr.fail(err)
 					return
 				}
+				cl.probe = probe
 				// A closed-loop user sends as soon as it is ready: its
 				// schedule is now.
 				cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
@@ -347,10 +394,30 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 		if !pace.sleepUntil(ctx, rr.stopped, due) {
 			return
 		}
+		pass, probe := rr.gate.open()
+		if !pass {
+			if _, tripped := rr.gate.outage(); tripped {
+				rr.mu.Lock()
+				rr.stop(stopUnreachable)
+				rr.mu.Unlock()
+				return
+			}
+		}
 		t, ok := rr.take(due)
 		if !ok {
+			rr.gate.done(probe)
 			return
 		}
+		if !pass {
+			// The server refuses connections and the gate is closed:
+			// this arrival is not sent (it would only fail), and not
+			// sent later, out of its time. The row's summary counts it.
+			rr.mu.Lock()
+			rr.unsent++
+			rr.mu.Unlock()
+			continue
+		}
+		cl.probe = probe
 		if t.seq != cl.rec.Seq {
 			// Only this goroutine takes tickets, so the numbers the
 			// builder assumed must be the ones taken.
@@ -372,8 +439,10 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 				select {
 				case slots <- struct{}{}:
 				case <-ctx.Done():
+					rr.gate.done(cl.probe)
 					return
 				case <-rr.stopped:
+					rr.gate.done(cl.probe)
 					return
 				}
 				waitedUntil = time.Now()

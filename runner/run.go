@@ -9,6 +9,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +101,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 
 	urls := plan.Server.URLs
 	var truth *truthSink
+	var bi *builtinRun
 	if plan.Server.Builtin {
 		if plan.Server.Sim.GroundTruth {
 			truth = &truthSink{}
@@ -109,6 +112,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 			return nil, err
 		}
 		defer inst.Close()
+		bi = &builtinRun{inst: inst, truth: truth}
 		urls = []string{inst.BaseURL}
 		logf("built-in server listening on %s", inst.BaseURL)
 	}
@@ -154,6 +158,10 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	}
 	declared := plan.Server
 	declared.Model = model
+	if bi != nil {
+		found.Simulated = simulatedInfo(plan.Server.Sim)
+		found.Engine, found.EngineVersion, found.EngineFrom = SimEngineName, buildinfo.Get().Version, "the built-in server"
+	}
 	host, _ := os.Hostname()
 	man := &rundir.Manifest{
 		Format:  rundir.Format,
@@ -182,6 +190,10 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	}
 
 	nonce := randomNonce()
+	gt := newGate(plan.Server.UnreachableAfter.D(), nonce)
+	if gt.giveUp <= 0 {
+		gt.giveUp = schema.DefaultUnreachableAfter
+	}
 	res := &Result{Dir: dir, Manifest: man, Summary: &metrics.Summary{
 		Format: metrics.SummaryFormat, Experiment: plan.Experiment.Name,
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
@@ -200,7 +212,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		if opts.Terminal {
 			bar = opts.Log
 		}
-		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, logf, bar)
+		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, gt, bi, logf, bar)
 		res.Summary.Rows = append(res.Summary.Rows, s)
 		if err != nil {
 			runErr = fmt.Errorf("row %s: %w", row.ID, err)
@@ -251,7 +263,7 @@ func writeStart(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest) error 
 // runRow runs one row with its collector: the single goroutine that appends
 // each record to requests.jsonl and folds it into the summary.
 func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, index int,
-	nonce uint64, model string, urls []string, cl *client, logf func(string, ...any), bar io.Writer) (metrics.RowSummary, bool, error) {
+	nonce uint64, model string, urls []string, cl *client, gt *gate, bi *builtinRun, logf func(string, ...any), bar io.Writer) (metrics.RowSummary, bool, error) {
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error()}, false, err
 	}
@@ -279,6 +291,14 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	// few hundred bytes under a lock costs microseconds beside a request.
 	var mu sync.Mutex
 	var werr error
+	var tc *truthCollector
+	var lateness sim.LatenessSnapshot
+	if bi != nil {
+		lateness = bi.inst.LatenessSnapshot()
+		if bi.truth != nil {
+			tc = bi.truth.collect()
+		}
+	}
 	record := func(rec *metrics.Record) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -287,21 +307,39 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 		}
 		agg.Add(rec)
 		prog.add(rec)
+		if tc != nil {
+			tc.record(rec)
+		}
 	}
-	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, record: record}
+	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, record: record, gate: gt}
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.
 	probe := startLoadProbe()
 	interrupted, runErr := rr.run(ctx)
-	agg.SetClientLoad(probe.stop(plan.Server.Builtin))
+	load := probe.stop(plan.Server.Builtin)
+	if bi != nil {
+		// The built-in server's own lateness over the row, and the
+		// client's stamps against its ground truth.
+		n, _, p99, _ := bi.inst.LatenessSnapshot().Since(lateness)
+		load.SimFlushes, load.SimLatenessP99NS = n, float64(p99)
+		if tc != nil {
+			load.StampErrorP99NS, load.StampErrors = tc.p99()
+		}
+	}
+	agg.SetClientLoad(load)
 	werr = errors.Join(werr, w.Close())
+	if since, tripped := gt.outage(); tripped && runErr == nil {
+		runErr = fmt.Errorf("%w since %s: no connection succeeded for %s; the row and the run stopped",
+			ErrServerUnreachable, since.UTC().Format("15:04:05.000 UTC"), gt.giveUp)
+	}
 
 	status := metrics.RowComplete
 	if interrupted {
 		status = metrics.RowInterrupted
 	}
 	s := agg.Summary(row.ID, row.Base, status)
+	s.Requests.Unsent = rr.unsent
 	if err := errors.Join(runErr, werr); err != nil {
 		s.Status, s.Error = metrics.RowFailed, err.Error()
 		_ = dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s)
@@ -312,6 +350,29 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 		return s, interrupted, err
 	}
 	return s, interrupted, nil
+}
+
+// SimEngineName is the engine name the built-in server goes by in the
+// record, whether in-process or on its own port (infermatrix sim).
+const SimEngineName = "infermatrix-sim"
+
+// simulatedInfo describes the built-in server as it ran, for the record.
+func simulatedInfo(s schema.SimSettings) *rundir.Simulated {
+	out := &rundir.Simulated{Preset: s.Preset, Model: s.Model, Replicas: max(s.Replicas, 1), MaxModelLen: s.MaxModelLen}
+	if s.Preset == schema.PresetFixed {
+		return out
+	}
+	if ec, err := s.EngineConfig(); err == nil {
+		out.GPU = ec.GPU.Name
+	}
+	return out
+}
+
+// builtinRun is the built-in server a run started, for the rows'
+// simulator and stamp checks.
+type builtinRun struct {
+	inst  *sim.Instance
+	truth *truthSink // nil without server.sim.ground_truth
 }
 
 func mergeHeaders(a, b map[string]string) map[string]string {
@@ -394,5 +455,114 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 		return d, nil
 	}
 	d.Models = list.Data
+	discoverEngine(ctx, hc, base, apiKey, headers, &d)
 	return d, nil
+}
+
+// engineProbes are the endpoints engines answer with their name and
+// version, tried in order until one answers: vLLM's /version, TGI's /info,
+// SGLang's /get_server_info, llama.cpp's /props. Each is a GET on the
+// server's root (the base URL without /v1).
+var engineProbes = []struct {
+	engine, path string
+	read         func(body []byte) (version string, ok bool)
+}{
+	{"vllm", "/version", func(b []byte) (string, bool) {
+		var v struct {
+			Version string `json:"version"`
+		}
+		return v.Version, json.Unmarshal(b, &v) == nil && v.Version != ""
+	}},
+	{"tgi", "/info", func(b []byte) (string, bool) {
+		var v struct {
+			Version string `json:"version"`
+			ModelID string `json:"model_id"`
+		}
+		return v.Version, json.Unmarshal(b, &v) == nil && v.ModelID != ""
+	}},
+	{"sglang", "/get_server_info", func(b []byte) (string, bool) {
+		var v struct {
+			Version   string `json:"version"`
+			ModelPath string `json:"model_path"`
+		}
+		return v.Version, json.Unmarshal(b, &v) == nil && (v.Version != "" || v.ModelPath != "")
+	}},
+	{"llama.cpp", "/props", func(b []byte) (string, bool) {
+		var v struct {
+			BuildInfo string `json:"build_info"`
+			ModelPath string `json:"model_path"`
+		}
+		return v.BuildInfo, json.Unmarshal(b, &v) == nil && (v.BuildInfo != "" || v.ModelPath != "")
+	}},
+}
+
+// discoverEngine asks the server which engine it is. /models' owned_by
+// and the Server header say which engine to ask first; a server none of
+// the probes recognises keeps what those two said, or nothing. Failures
+// are silent: this is for the record, not a precondition.
+func discoverEngine(ctx context.Context, hc *http.Client, base, apiKey string, headers map[string]string, d *rundir.Discovered) {
+	hint := ""
+	if len(d.Models) > 0 {
+		hint = strings.ToLower(d.Models[0].OwnedBy)
+	}
+	if strings.Contains(strings.ToLower(d.Server), "llama.cpp") {
+		hint = "llama.cpp"
+	}
+	if hint == "infermatrix" {
+		// infermatrix sim on its own port: the built-in server.
+		d.Engine, d.EngineFrom = SimEngineName, "/models owned_by"
+		return
+	}
+	for _, p := range engineProbes {
+		if strings.ReplaceAll(p.engine, ".", "") == strings.ReplaceAll(hint, ".", "") {
+			d.Engine, d.EngineFrom = p.engine, "/models owned_by or the Server header"
+		}
+	}
+	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+	probes := slices.Clone(engineProbes)
+	slices.SortStableFunc(probes, func(a, b struct {
+		engine, path string
+		read         func([]byte) (string, bool)
+	}) int {
+		return cmp.Compare(boolRank(a.engine != d.Engine), boolRank(b.engine != d.Engine))
+	})
+	for _, p := range probes {
+		if ctx.Err() != nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, err := http.NewRequestWithContext(pctx, http.MethodGet, root+p.path, nil)
+		if err != nil {
+			cancel()
+			return
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		if apiKey != "" {
+			req.Header.Set("Authorization", "Bearer "+apiKey)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusOK {
+			continue
+		}
+		if v, ok := p.read(body); ok {
+			d.Engine, d.EngineVersion, d.EngineFrom = p.engine, v, p.path
+			return
+		}
+	}
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -28,6 +28,7 @@ type loadProbe struct {
 	cpuOK             bool
 	hostBusy, hostAll uint64
 	sched             []uint64
+	timers            *timerProbe
 }
 
 func startLoadProbe() *loadProbe {
@@ -37,6 +38,7 @@ func startLoadProbe() *loadProbe {
 	if h := readSchedLatencies(); h != nil {
 		p.sched = append([]uint64(nil), h.Counts...)
 	}
+	p.timers = startTimerProbe(timerProbePeriod)
 	return p
 }
 
@@ -49,6 +51,7 @@ func (p *loadProbe) stop(shared bool) metrics.ClientLoad {
 		ClockResolutionNS: float64(clockResolution()),
 		SharedWithServer:  shared,
 	}
+	l.TimerLatenessP99NS = float64(p.timers.stop())
 	if cpu, ok := processCPU(); ok && p.cpuOK {
 		l.CPUSeconds = (cpu - p.cpu).Seconds()
 	} else {
@@ -151,4 +154,90 @@ func clockResolution() time.Duration {
 		}
 	})
 	return clockRes
+}
+
+// timerProbePeriod is how often the timer probe wakes: often enough to
+// catch a stall of a few milliseconds, rarely enough to cost nothing
+// (500 wakeups a second, a few microseconds each).
+const timerProbePeriod = 2 * time.Millisecond
+
+// timerProbe is a goroutine that sleeps on a timer again and again and
+// records how late each wakeup came. A wakeup is late when the process
+// could not run: its cores were busy with other processes, its threads
+// were descheduled, or its own goroutines kept every processor. Those are
+// the delays that make the client stamp an event late, and the runtime's
+// scheduling histogram sees only the last of them.
+type timerProbe struct {
+	quit chan struct{}
+	done chan struct{}
+	// counts is a histogram of lateness in buckets whose bounds grow by
+	// 10% from one microsecond (latenessBucket).
+	counts [latenessBuckets]uint64
+}
+
+const latenessBuckets = 200
+
+// latenessBucket is the bucket of a lateness: 0 below 1 µs, then bucket
+// i holds [1.1^(i-1), 1.1^i) µs, up to about 1.9 hours in the last.
+func latenessBucket(d time.Duration) int {
+	us := float64(d) / 1e3
+	if us < 1 {
+		return 0
+	}
+	return min(latenessBuckets-1, 1+int(math.Log(us)/math.Log(1.1)))
+}
+
+// latenessUpper is bucket i's upper bound.
+func latenessUpper(i int) time.Duration {
+	if i == 0 {
+		return time.Microsecond
+	}
+	return time.Duration(math.Pow(1.1, float64(i)) * 1e3)
+}
+
+func startTimerProbe(period time.Duration) *timerProbe {
+	p := &timerProbe{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTimer(period)
+		defer t.Stop()
+		want := time.Now().Add(period)
+		for {
+			select {
+			case <-p.quit:
+				return
+			case <-t.C:
+				// Now, not the channel's value: the delay that matters
+				// is until this goroutine ran.
+				p.counts[latenessBucket(time.Since(want))]++
+				want = time.Now().Add(period)
+				t.Reset(period)
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns the p99 of its wakeups' lateness, as
+// the upper bound of the bucket that holds it (an estimate that errs high
+// by at most 10%), or 0 without wakeups.
+func (p *timerProbe) stop() time.Duration {
+	close(p.quit)
+	<-p.done
+	var total uint64
+	for _, c := range p.counts {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	target := uint64(math.Ceil(0.99 * float64(total)))
+	var cum uint64
+	for i, c := range p.counts {
+		cum += c
+		if cum >= target {
+			return latenessUpper(i)
+		}
+	}
+	return 0
 }

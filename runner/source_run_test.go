@@ -68,7 +68,7 @@ func TestDatasetRows(t *testing.T) {
 		t.Run(api, func(t *testing.T) {
 			dir := t.TempDir()
 			p := planIn(t, dir, `server: {target: builtin, api: `+api+`, sim: {preset: fixed, ttft: 2ms, itl: 1ms}}
-defaults: {body: {ignore_eos: true}}
+defaults: {body: {ignore_eos: true}, unique_prompts: "off"}
 rows:
   - {id: jsonl, requests: 7, warmup: 1, concurrency: 2, dataset: {file: data/d.jsonl, format: jsonl}}
   - {id: sharegpt, requests: 4, rate: {per_second: 200}, dataset: {file: sg.json, format: sharegpt}}

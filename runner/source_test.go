@@ -24,8 +24,67 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// datasetRow is a dataset row that sends its file's text verbatim
+// (unique_prompts: off), so that tests can read the file back in what was
+// sent; TestDatasetPromptsAreTagged covers the default.
 func datasetRow(path, format string) *schema.PlannedRow {
-	return &schema.PlannedRow{ID: "d", Seed: 1, Dataset: &schema.Dataset{File: path, Format: format}}
+	return &schema.PlannedRow{ID: "d", Seed: 1, Dataset: &schema.Dataset{File: path, Format: format}, UniquePrompts: schema.UniqueOff}
+}
+
+// TestDatasetPromptsAreTagged: by default a dataset's prompts start with a
+// tag unique to the request, the row and the run, so that rows sending the
+// same file, or one row wrapping around it, are not served from the cache;
+// the text after the tag is the file's, and the count includes the tag.
+func TestDatasetPromptsAreTagged(t *testing.T) {
+	path := writeFile(t, "d.jsonl", numbered(3)+`{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Who?"}]}`+"\n")
+	tok := builtinTok(t)
+	build := func(id string, nonce uint64) []prompt {
+		row := datasetRow(path, "jsonl")
+		row.ID, row.UniquePrompts = id, schema.UniquePerRun
+		w, err := newWorkload(row, "chat", "m", tok, nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []prompt
+		for seq := int64(0); seq < 8; seq++ {
+			out = append(out, w.prompt(seq))
+		}
+		return out
+	}
+	seen := map[string]string{}
+	for _, run := range []struct {
+		id    string
+		nonce uint64
+	}{{"a", 1}, {"b", 1}, {"a", 2}} {
+		for seq, p := range build(run.id, run.nonce) {
+			text := p.text
+			if p.messages != nil {
+				text = p.messages[0].Content
+				if p.messages[1].Content != "Who?" {
+					t.Errorf("messages %+v: only the first is tagged", p.messages)
+				}
+			}
+			head, rest, ok := strings.Cut(text, ": ")
+			if !ok || len(head) != tagDigits {
+				t.Fatalf("row %s seq %d: %q does not start with a tag", run.id, seq, text)
+			}
+			if want := []string{"prompt 1", "prompt 2", "prompt 3", "Be brief."}[seq%4]; rest != want {
+				t.Errorf("row %s seq %d: %q after the tag; want the file's %q", run.id, seq, rest, want)
+			}
+			n := tok.Count(text)
+			if p.messages != nil {
+				n += tok.Count("Who?")
+			}
+			if p.inTokens != n || p.requested != n || p.shared != 0 {
+				t.Errorf("row %s seq %d: counts %+v; want %d, tag included, nothing shared", run.id, seq, p, n)
+			}
+			key := fmt.Sprintf("%s/%d/%d", run.id, run.nonce, seq)
+			if other, dup := seen[head]; dup {
+				t.Errorf("%s has the tag of %s", key, other)
+			}
+			seen[head] = key
+		}
+	}
 }
 
 func traceRow(path string, speedup float64, blockSize int) *schema.PlannedRow {
@@ -336,7 +395,7 @@ func TestDatasetOrder(t *testing.T) {
 		t.Errorf("a 5+2 request row kept %d prompts; want the first 7, wrapping", len(src.entries))
 	}
 
-	shuffled := &schema.PlannedRow{ID: "other id", Seed: 9, Dataset: &schema.Dataset{File: path, Format: "jsonl", Shuffle: true}}
+	shuffled := &schema.PlannedRow{ID: "other id", Seed: 9, Dataset: &schema.Dataset{File: path, Format: "jsonl", Shuffle: true}, UniquePrompts: schema.UniqueOff}
 	all := texts(shuffled)
 	perm := slices.Clone(all[:50])
 	slices.Sort(perm)

@@ -35,10 +35,54 @@ type Plan struct {
 	Timeslice Duration     `json:"timeslice"`
 	Rows      []PlannedRow `json:"rows"`
 
+	// Validity holds the validity checks' thresholds, defaults applied.
+	Validity ValidityPlan `json:"validity"`
+	// Skipped lists the rows of the experiment that this plan leaves out
+	// (run --rows): rules on them are not judged, so no run of the plan
+	// can pass them.
+	Skipped []string `json:"skipped,omitempty"`
+
 	// Acceptance and Hypotheses are compiled, ready to evaluate.
 	Acceptance []AcceptanceRule `json:"-"`
 	Hypotheses []HypothesisRule `json:"-"`
 }
+
+// ValidityPlan is the validity section with defaults applied (see
+// Validity for what each threshold means).
+type ValidityPlan struct {
+	Ignore        []string `json:"ignore,omitempty"`
+	ClientCPU     float64  `json:"client_cpu"`
+	ClientStallMS float64  `json:"client_stall_ms"`
+	ZeroGapShare  float64  `json:"zero_gap_share"`
+	StampErrorMS  float64  `json:"stamp_error_ms"`
+	SimLatenessMS float64  `json:"sim_lateness_ms"`
+	LoadTolerance float64  `json:"load_tolerance"`
+	MinWindowE2E  float64  `json:"min_window_e2e"`
+	ErrorRatio    float64  `json:"error_ratio"`
+	CacheRatio    float64  `json:"cache_ratio"`
+}
+
+// Ignores reports whether the check is switched off.
+func (v ValidityPlan) Ignores(check string) bool {
+	for _, c := range v.Ignore {
+		if c == check {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultValidity is the validity section of a file that has none.
+var DefaultValidity = ValidityPlan{
+	ClientCPU: 0.9, ClientStallMS: 5, ZeroGapShare: 0.05, StampErrorMS: 1, SimLatenessMS: 2.5,
+	LoadTolerance: 0.1, MinWindowE2E: 5, ErrorRatio: 0.01, CacheRatio: 0.05,
+}
+
+// How an acceptance rule judges a swept row (Acceptance.Sweep).
+const (
+	SweepEachPoint      = "each_point"
+	SweepOperatingPoint = "operating_point"
+)
 
 // ServerPlan is the server section with defaults applied.
 type ServerPlan struct {
@@ -48,9 +92,12 @@ type ServerPlan struct {
 	Model     string            `json:"model,omitempty"`
 	APIKeyEnv string            `json:"api_key_env,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
-	Engine    Engine            `json:"engine"`
-	Hardware  Hardware          `json:"hardware"`
-	Sim       SimSettings       `json:"sim,omitempty"`
+	// UnreachableAfter is how long the run tolerates a server that
+	// refuses every connection.
+	UnreachableAfter Duration    `json:"unreachable_after,omitempty"`
+	Engine           Engine      `json:"engine"`
+	Hardware         Hardware    `json:"hardware"`
+	Sim              SimSettings `json:"sim,omitempty"`
 }
 
 // PlannedRow is one concrete row: every setting resolved, one load level.
@@ -83,7 +130,16 @@ type PlannedRow struct {
 	Headers   map[string]string `json:"headers,omitempty"`
 	Cancel    *Cancel           `json:"cancel,omitempty"`
 	Seed      int64             `json:"seed"`
+	// UniquePrompts is one of the UniquePrompts* modes.
+	UniquePrompts string `json:"unique_prompts,omitempty"`
 }
+
+// How prompts are kept apart (Settings.UniquePrompts).
+const (
+	UniquePerRun        = "per_run"
+	UniquePerExperiment = "per_experiment"
+	UniqueOff           = "off"
+)
 
 // Load modes.
 const (
@@ -108,6 +164,8 @@ type AcceptanceRule struct {
 	Name    string
 	Rows    []string // expanded row ids it applies to
 	Program *metrics.Program
+	// Sweep is SweepEachPoint or SweepOperatingPoint.
+	Sweep string
 }
 
 // HypothesisRule is a compiled hypothesis.

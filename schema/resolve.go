@@ -27,6 +27,9 @@ const (
 	DefaultFLOPsEff     = 0.5
 	DefaultSemantics    = metrics.SemInfermatrix
 	DefaultTimeslice    = time.Second
+	// DefaultUnreachableAfter is how long a run waits for a server that
+	// refuses connections before it stops.
+	DefaultUnreachableAfter = 30 * time.Second
 )
 
 // DefaultPercentiles and DefaultFormats apply when report leaves them out.
@@ -122,10 +125,37 @@ func (r *resolver) resolve(opts Options) *Plan {
 	}
 	plan.Acceptance = r.acceptance(plan.Rows)
 	plan.Hypotheses = r.hypotheses(plan.Rows)
+	plan.Validity = r.validity()
 	if len(opts.Rows) > 0 {
+		all := plan.Rows
 		plan.Rows = r.selectRows(plan.Rows, opts.Rows)
+		for _, row := range all {
+			if plan.Row(row.ID) == nil {
+				plan.Skipped = append(plan.Skipped, row.ID)
+			}
+		}
 	}
 	return plan
+}
+
+// validity applies the validity section's defaults.
+func (r *resolver) validity() ValidityPlan {
+	v := DefaultValidity
+	in := r.exp.Validity
+	v.Ignore = in.Ignore
+	for _, f := range []struct {
+		src *float64
+		dst *float64
+	}{
+		{in.ClientCPU, &v.ClientCPU}, {in.ClientStallMS, &v.ClientStallMS}, {in.ZeroGapShare, &v.ZeroGapShare},
+		{in.StampErrorMS, &v.StampErrorMS}, {in.SimLatenessMS, &v.SimLatenessMS}, {in.LoadTolerance, &v.LoadTolerance},
+		{in.MinWindowE2E, &v.MinWindowE2E}, {in.ErrorRatio, &v.ErrorRatio}, {in.CacheRatio, &v.CacheRatio},
+	} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	return v
 }
 
 func (r *resolver) server(target string) ServerPlan {
@@ -143,6 +173,13 @@ func (r *resolver) server(target string) ServerPlan {
 	}
 	if p.API == "" {
 		p.API = DefaultAPI
+	}
+	p.UnreachableAfter = Duration(DefaultUnreachableAfter)
+	if s.UnreachableAfter != nil {
+		p.UnreachableAfter = *s.UnreachableAfter
+		if p.UnreachableAfter <= 0 {
+			r.problem("server.unreachable_after", "give a duration such as 30s", "unreachable_after must be positive")
+		}
 	}
 	switch {
 	case s.Target == "builtin" && len(s.URLs) > 0:
@@ -653,6 +690,10 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	if m.Seed != nil {
 		p.Seed = *m.Seed
 	}
+	p.UniquePrompts = UniquePerRun
+	if m.UniquePrompts != nil && *m.UniquePrompts != "" {
+		p.UniquePrompts = *m.UniquePrompts
+	}
 	if m.Tokenizer != nil && *m.Tokenizer != "" && *m.Tokenizer != "builtin" {
 		t := *m.Tokenizer
 		if !strings.HasSuffix(t, ".json") && !strings.ContainsAny(t, `/\`) {
@@ -821,7 +862,10 @@ func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 			r.problem(path+".name", "", "duplicate acceptance name %q", a.Name)
 		}
 		names[a.Name] = true
-		rule := AcceptanceRule{Name: a.Name}
+		rule := AcceptanceRule{Name: a.Name, Sweep: a.Sweep}
+		if rule.Sweep == "" {
+			rule.Sweep = SweepEachPoint
+		}
 		if len(a.Rows) == 0 {
 			for _, row := range rows {
 				rule.Rows = append(rule.Rows, row.ID)
@@ -842,6 +886,10 @@ func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 			prog, probs := metrics.CompileRow(a.Expect)
 			r.exprProblems(path+".expect", a.Expect, probs)
 			rule.Program = prog
+		}
+		if rule.Sweep == SweepOperatingPoint && !anySwept(rows, rule.Rows) {
+			r.problem(path+".sweep", "operating_point judges a sweep as a whole; name a row with a sweep, or drop this key",
+				"rule %q applies to no swept row", a.Name)
 		}
 		out = append(out, rule)
 	}
@@ -913,6 +961,16 @@ func (r *resolver) onOneLine(n *yaml.Node, src string) bool {
 
 // rowsMatching returns the expanded ids an id names: itself, or every
 // expansion of a swept row.
+// anySwept reports whether any of ids names a row expanded from a sweep.
+func anySwept(rows []PlannedRow, ids []string) bool {
+	for _, row := range rows {
+		if row.ID != row.Base && contains(ids, row.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 func rowsMatching(rows []PlannedRow, id string) []string {
 	var out []string
 	for _, row := range rows {

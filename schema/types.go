@@ -42,6 +42,24 @@ type Experiment struct {
 	Rows        []Row          `yaml:"rows" json:"rows,omitempty" doc:"The workload matrix: one row per configuration to measure." required:"true"`
 	Acceptance  []Acceptance   `yaml:"acceptance" json:"acceptance,omitempty" doc:"Pass/fail rules evaluated against each row's summary."`
 	Report      Report         `yaml:"report" json:"report,omitempty" doc:"What the decision record contains and which files are written."`
+	Validity    Validity       `yaml:"validity" json:"validity,omitempty" doc:"Thresholds of the checks that decide whether each row's figures can be trusted; a row that fails one is invalid and never passes (docs/validity.md)."`
+}
+
+// Validity tunes the checks that make every row valid or say why not. Each
+// threshold has a default chosen and explained in docs/validity.md; a file
+// sets one only to make a check stricter or looser for a reason it can
+// state in review.
+type Validity struct {
+	Ignore        []string `yaml:"ignore" json:"ignore,omitempty" doc:"Checks not to apply, by name; the decision record lists them as ignored. Every other check applies." enum:"client_cpu,dispatch_lag,client_stall,bursts,stamp_error,simulator,load,samples,steady_state,errors,cache"`
+	ClientCPU     *float64 `yaml:"client_cpu" json:"client_cpu,omitempty" doc:"client_cpu: the client process's CPU use, as a share of its cores, from which a row is invalid." default:"0.9" exclusiveMinimum:"0" maximum:"1"`
+	ClientStallMS *float64 `yaml:"client_stall_ms" json:"client_stall_ms,omitempty" doc:"client_stall: how late (p99, ms) the client's probe timers may fire, at least; the limit is this or a tenth of the row's median token gap, whichever is larger. An idle virtual machine's timers already fire 1 to 3 ms late at p99." default:"5" exclusiveMinimum:"0"`
+	ZeroGapShare  *float64 `yaml:"zero_gap_share" json:"zero_gap_share,omitempty" doc:"bursts: the share of token events read together with the one before, from which a row is invalid." default:"0.05" exclusiveMinimum:"0" maximum:"1"`
+	StampErrorMS  *float64 `yaml:"stamp_error_ms" json:"stamp_error_ms,omitempty" doc:"stamp_error: with the built-in server's ground truth, how far (p99, ms) the client's token stamps may fall outside the server's writes, at least; the limit is this or a tenth of the median token gap." default:"1" exclusiveMinimum:"0"`
+	SimLatenessMS *float64 `yaml:"sim_lateness_ms" json:"sim_lateness_ms,omitempty" doc:"simulator: how late (p99, ms) the built-in server may flush tokens against its own schedule, at least; the limit is this or a tenth of the median token gap (the server measures its lateness in buckets: 1, 2.5, 5 ms...)." default:"2.5" exclusiveMinimum:"0"`
+	LoadTolerance *float64 `yaml:"load_tolerance" json:"load_tolerance,omitempty" doc:"load: how far the load the server saw may fall short of the row's: a closed loop's mean requests in flight below (1 − this) × concurrency, or an open loop's dispatched rate more than this fraction off the rate asked for, makes the row invalid." default:"0.1" exclusiveMinimum:"0" maximum:"1"`
+	MinWindowE2E  *float64 `yaml:"min_window_e2e" json:"min_window_e2e,omitempty" doc:"steady_state: the measured window must last at least this many median end-to-end latencies." default:"5" minimum:"0"`
+	ErrorRatio    *float64 `yaml:"error_ratio" json:"error_ratio,omitempty" doc:"errors: the share of failed requests above which latency figures are invalid, unless the row's rules judge errors themselves (errors.*, goodput.*, requests.failed)." default:"0.01" minimum:"0" maximum:"1"`
+	CacheRatio    *float64 `yaml:"cache_ratio" json:"cache_ratio,omitempty" doc:"cache: the share of a row's prompt tokens the server may serve from its cache beyond what the row shares on purpose, before the row is invalid (cache contamination)." default:"0.05" minimum:"0" maximum:"1"`
 }
 
 // Hypothesis is a claim across rows, such as "long prompts at least double
@@ -61,9 +79,11 @@ type Server struct {
 	Model     string            `yaml:"model" json:"model,omitempty" doc:"Model name sent in each request. If empty, the single model listed by GET /models is used."`
 	APIKeyEnv string            `yaml:"api_key_env" json:"api_key_env,omitempty" doc:"Name of the environment variable holding the API key, sent as a Bearer token. The key itself never appears in any artifact."`
 	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers sent with every request."`
-	Engine    Engine            `yaml:"engine" json:"engine,omitempty" doc:"The inference engine, recorded in the manifest and decision record."`
-	Hardware  Hardware          `yaml:"hardware" json:"hardware,omitempty" doc:"The hardware, recorded in the manifest and decision record."`
-	Sim       SimSettings       `yaml:"sim" json:"sim,omitempty" doc:"Settings of the built-in simulated server, used when target is builtin."`
+	// UnreachableAfter bounds an outage: see runner's gate.
+	UnreachableAfter *Duration   `yaml:"unreachable_after" json:"unreachable_after,omitempty" doc:"When the server refuses connections, requests back off (exponentially, with jitter, one at a time); when no connection has succeeded for this long, the run stops with a runtime error (exit 1) and the decision record says since when the server was unreachable." default:"30s"`
+	Engine           Engine      `yaml:"engine" json:"engine,omitempty" doc:"The inference engine, recorded in the manifest and decision record."`
+	Hardware         Hardware    `yaml:"hardware" json:"hardware,omitempty" doc:"The hardware, recorded in the manifest and decision record."`
+	Sim              SimSettings `yaml:"sim" json:"sim,omitempty" doc:"Settings of the built-in simulated server, used when target is builtin."`
 }
 
 // Engine is metadata about the inference engine. Flags are kept as written
@@ -230,7 +250,9 @@ type Settings struct {
 	Body      map[string]any    `yaml:"body" json:"body,omitempty" doc:"Extra JSON fields merged into every request body, e.g. {ignore_eos: true, temperature: 0}."`
 	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers merged into every request."`
 	Cancel    *Cancel           `yaml:"cancel" json:"cancel,omitempty" doc:"Cancel a fraction of requests after a delay, as impatient users do."`
-	Seed      *int64            `yaml:"seed" json:"seed,omitempty" doc:"Seed of lengths, arrival times and cancellations, which repeat exactly from run to run. Prompt text is drawn afresh each run, so no server cache can hold it from an earlier run." default:"1"`
+	Seed      *int64            `yaml:"seed" json:"seed,omitempty" doc:"Seed of lengths, arrival times and cancellations, which repeat exactly from run to run. Prompt text is drawn afresh each run (see unique_prompts), so no server cache can hold it from an earlier run." default:"1"`
+	// UniquePrompts keeps rows from measuring each other's cache.
+	UniquePrompts *string `yaml:"unique_prompts" json:"unique_prompts,omitempty" doc:"How prompts are kept apart: per_run starts every prompt with a tag unique to the request, the row and the run, so no prompt shares a cacheable prefix with another except what the row shares on purpose (prefix, a trace's hash ids); per_experiment makes the tag unique within the run but the same on every run of the file (byte-identical prompts across runs: a server that served an earlier run may still hold them in its prefix cache, which the cache check then reports); off sends dataset text exactly as written and synthetic text without a tag, and counts every cache hit as intended." enum:"per_run,per_experiment,off" default:"per_run"`
 }
 
 // Length is a token-length distribution. Written as a bare number it is a
@@ -294,6 +316,7 @@ type Acceptance struct {
 	Name   string   `yaml:"name" json:"name,omitempty" doc:"Name of the rule, shown with each verdict." required:"true"`
 	Rows   []string `yaml:"rows" json:"rows,omitempty" doc:"Row ids the rule applies to (a swept row's id covers all its expansions). Default: every row."`
 	Expect string   `yaml:"expect" json:"expect,omitempty" doc:"Expression that must be true, e.g. ttft.p95 < 1000 && tpot.p95 < 40." required:"true"`
+	Sweep  string   `yaml:"sweep" json:"sweep,omitempty" doc:"How the rule judges a swept row: each_point fails the run if any point fails; operating_point asks only that the sweep yields an operating point, the highest-throughput valid point that passes, and shows the points that fail as rejected (beyond capacity) without failing the run." enum:"each_point,operating_point" default:"each_point"`
 }
 
 // Report controls the decision record and exports.

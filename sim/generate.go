@@ -48,7 +48,11 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 		status:  statusOK,
 	}
 	if s.truth != nil {
-		g.truth = &truth{due: make([]int64, 0, req.maxTokens), flush: make([]int64, 0, req.maxTokens)}
+		g.truth = &truth{
+			due:   make([]int64, 0, req.maxTokens),
+			write: make([]int64, 0, req.maxTokens),
+			flush: make([]int64, 0, req.maxTokens),
+		}
 		defer s.truth.write(g)
 	}
 	if fault != nil && fault.Kind.status() != 0 {
@@ -189,6 +193,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		if final {
 			buf = s.appendEnd(buf, g, &f, n, time.Now())
 		}
+		// Ground truth records when the write began as well as when
+		// the flush returned: a client may read the bytes in between.
+		var wrote time.Duration
+		if g.truth != nil {
+			wrote = time.Since(g.arrival)
+		}
 		if _, err := w.Write(buf); err != nil {
 			g.status = statusCanceled
 			return
@@ -197,7 +207,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		// Offsets from arrival read only the monotonic clock, which
 		// costs half of what time.Now does on the per-event path.
 		at := time.Since(g.arrival)
-		s.flushed(g, k, end, due.Sub(g.arrival), at, lastFlush)
+		s.flushed(g, k, end, due.Sub(g.arrival), wrote, at, lastFlush)
 		lastFlush = at
 		k = end
 	}
@@ -243,9 +253,10 @@ func (s *Server) waitEvent(ctx context.Context, g *generation, k, end int) (time
 }
 
 // flushed accounts for an event of tokens k to end-1, due at due, whose
-// write and flush returned at at; prev is the previous event's flush. All
-// three are offsets from arrival.
-func (s *Server) flushed(g *generation, k, end int, due, at, prev time.Duration) {
+// write began at wrote (read only with ground truth on) and whose write and
+// flush returned at at; prev is the previous event's flush. All four are
+// offsets from arrival.
+func (s *Server) flushed(g *generation, k, end int, due, wrote, at, prev time.Duration) {
 	count := end - k
 	if due >= g.lateFrom {
 		g.lateness.observeN(at-due, uint64(count))
@@ -259,6 +270,7 @@ func (s *Server) flushed(g *generation, k, end int, due, at, prev time.Duration)
 	g.sent = end
 	if g.truth != nil {
 		for range count {
+			g.truth.write = append(g.truth.write, wrote.Nanoseconds())
 			g.truth.flush = append(g.truth.flush, at.Nanoseconds())
 		}
 	}
@@ -401,6 +413,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 			}
 		}
 	}
+	wrote := time.Since(g.arrival)
 	writeJSON(w, http.StatusOK, body)
 	done := time.Since(g.arrival)
 	g.sent = n
@@ -413,6 +426,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 	if g.truth != nil {
 		g.truth.due = dues
 		for range n {
+			g.truth.write = append(g.truth.write, wrote.Nanoseconds())
 			g.truth.flush = append(g.truth.flush, done.Nanoseconds())
 		}
 	}

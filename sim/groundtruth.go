@@ -20,6 +20,7 @@ import (
 //	 "arrival_unix_ns":1767225600000000000,"prompt_tokens":12,
 //	 "output_tokens":3,"finish_reason":"length","fault":null,"status":"ok",
 //	 "due_ns":[20000000,25000000,30000000],
+//	 "write_ns":[20012000,25011000,30010000],
 //	 "flush_ns":[20041000,25038000,30035000]}
 //
 // (on one line). The fields:
@@ -41,10 +42,20 @@ import (
 //   - status: "ok" (finished), "canceled" (the client went away or the
 //     server closed first) or "fault" (an injected fault ended it).
 //   - due_ns: for each delivered token, when the model scheduled it.
+//   - write_ns: for each delivered token, when the server began writing
+//     the event carrying it, read just before the Write call. The bytes
+//     can reach the client from then on: write_ns is the lower bound on
+//     when a client can have read the token.
 //   - flush_ns: for each delivered token, when the write and flush of the
-//     event carrying it returned; with several tokens per event (tgi),
-//     every token of an event has that event's time. For a non-streaming
-//     request every token has the time the body was written.
+//     event carrying it returned. A client can read the token before
+//     then, while the write is still in progress, so flush_ns is no lower
+//     bound on a client's read time.
+//
+// All three arrays have one entry per delivered token and count from
+// arrival on the server's monotonic clock, so write_ns[k] <= flush_ns[k].
+// With several tokens per event (tgi), every token of an event has that
+// event's write and flush times. For a non-streaming request every token
+// has the time the body's write began and the time it returned.
 //
 // Requests rejected as invalid (4xx) are not recorded: they never started.
 type truthRecord struct {
@@ -57,12 +68,13 @@ type truthRecord struct {
 	Fault         *string `json:"fault"`
 	Status        string  `json:"status"`
 	DueNs         []int64 `json:"due_ns"`
+	WriteNs       []int64 `json:"write_ns"`
 	FlushNs       []int64 `json:"flush_ns"`
 }
 
 // truth collects a request's per-token times as it runs.
 type truth struct {
-	due, flush []int64 // offsets from arrival, nanoseconds
+	due, write, flush []int64 // offsets from arrival, nanoseconds
 }
 
 // truthWriter serialises ground-truth lines onto Config.GroundTruth.
@@ -83,6 +95,7 @@ func (t *truthWriter) write(g *generation) {
 		OutputTokens:  g.sent,
 		Status:        g.status,
 		DueNs:         g.truth.due[:min(g.sent, len(g.truth.due))],
+		WriteNs:       g.truth.write[:min(g.sent, len(g.truth.write))],
 		FlushNs:       g.truth.flush[:min(g.sent, len(g.truth.flush))],
 	}
 	if g.status == statusOK {

@@ -13,19 +13,27 @@ import (
 )
 
 // checkTruthTimes checks the per-token arrays of a ground-truth line: one
-// entry per delivered token, due times non-decreasing and no flush before
-// its token was due.
+// entry per delivered token, each array non-decreasing, and every token
+// due, then written, then flushed.
 func checkTruthTimes(t *testing.T, rec truthRecord) {
 	t.Helper()
-	if len(rec.DueNs) != rec.OutputTokens || len(rec.FlushNs) != rec.OutputTokens {
-		t.Fatalf("%s: %d due and %d flush times for %d tokens", rec.ID, len(rec.DueNs), len(rec.FlushNs), rec.OutputTokens)
+	if len(rec.DueNs) != rec.OutputTokens || len(rec.WriteNs) != rec.OutputTokens || len(rec.FlushNs) != rec.OutputTokens {
+		t.Fatalf("%s: %d due, %d write and %d flush times for %d tokens", rec.ID, len(rec.DueNs), len(rec.WriteNs), len(rec.FlushNs), rec.OutputTokens)
 	}
 	for k := range rec.OutputTokens {
-		if rec.FlushNs[k] < rec.DueNs[k] {
-			t.Errorf("%s: token %d flushed at %d before due at %d", rec.ID, k, rec.FlushNs[k], rec.DueNs[k])
+		if rec.WriteNs[k] < rec.DueNs[k] {
+			t.Errorf("%s: token %d written at %d before due at %d", rec.ID, k, rec.WriteNs[k], rec.DueNs[k])
 		}
-		if k > 0 && (rec.DueNs[k] < rec.DueNs[k-1] || rec.FlushNs[k] < rec.FlushNs[k-1]) {
+		if rec.FlushNs[k] < rec.WriteNs[k] {
+			t.Errorf("%s: token %d flushed at %d before its write began at %d", rec.ID, k, rec.FlushNs[k], rec.WriteNs[k])
+		}
+		if k > 0 && (rec.DueNs[k] < rec.DueNs[k-1] || rec.WriteNs[k] < rec.WriteNs[k-1] || rec.FlushNs[k] < rec.FlushNs[k-1]) {
 			t.Errorf("%s: token %d goes back in time", rec.ID, k)
+		}
+		// One goroutine writes a stream: an event's write begins after
+		// the previous event's flush returned.
+		if k > 0 && rec.WriteNs[k] != rec.WriteNs[k-1] && rec.WriteNs[k] < rec.FlushNs[k-1] {
+			t.Errorf("%s: token %d written at %d, before the previous event's flush returned at %d", rec.ID, k, rec.WriteNs[k], rec.FlushNs[k-1])
 		}
 	}
 }
@@ -116,9 +124,12 @@ func TestGroundTruth(t *testing.T) {
 		}
 	}
 	// A non-streaming body carries every token at once.
-	for _, f := range recs[1].FlushNs {
+	for k, f := range recs[1].FlushNs {
 		if f != recs[1].FlushNs[0] || time.Duration(f) < ttft+2*itl {
 			t.Errorf("non-streaming flush times %v", recs[1].FlushNs)
+		}
+		if w := recs[1].WriteNs[k]; w != recs[1].WriteNs[0] || time.Duration(w) < ttft+2*itl {
+			t.Errorf("non-streaming write times %v", recs[1].WriteNs)
 		}
 	}
 	if n := truth.writeCount(); n != 5 {
@@ -139,8 +150,9 @@ func TestGroundTruthEvents(t *testing.T) {
 	checkTruthTimes(t, rec)
 	for _, group := range [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}} {
 		for _, k := range group {
-			if rec.FlushNs[k] != rec.FlushNs[group[0]] {
-				t.Errorf("token %d flushed at %d, apart from its event at %d", k, rec.FlushNs[k], rec.FlushNs[group[0]])
+			if rec.FlushNs[k] != rec.FlushNs[group[0]] || rec.WriteNs[k] != rec.WriteNs[group[0]] {
+				t.Errorf("token %d written at %d and flushed at %d, apart from its event at %d and %d",
+					k, rec.WriteNs[k], rec.FlushNs[k], rec.WriteNs[group[0]], rec.FlushNs[group[0]])
 			}
 		}
 		// The event goes out when its last token is due.

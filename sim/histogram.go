@@ -57,12 +57,20 @@ func (h *histogram) observeN(d time.Duration, n uint64) {
 	for i < len(h.bounds) && d > h.bounds[i] {
 		i++
 	}
+	// The largest value first, then the count: a reader that loads the
+	// counts and then the largest value (snapshot, quantile) never sees
+	// an observation counted that exceeds it.
+	h.raiseMax(int64(d))
 	h.counts[i].Add(n)
 	h.sumNs.Add(int64(d) * int64(n))
+}
+
+// raiseMax raises the largest observation to d if it is smaller.
+func (h *histogram) raiseMax(d int64) {
 	for {
 		m := h.maxNs.Load()
-		if int64(d) <= m || h.maxNs.CompareAndSwap(m, int64(d)) {
-			break
+		if d <= m || h.maxNs.CompareAndSwap(m, d) {
+			return
 		}
 	}
 }
@@ -110,18 +118,13 @@ func (b *histBatch) flush() {
 	if b.n == 0 {
 		return
 	}
+	b.h.raiseMax(b.max) // before the counts, as in observeN
 	for i, c := range b.counts[:len(b.h.counts)] {
 		if c != 0 {
 			b.h.counts[i].Add(c)
 		}
 	}
 	b.h.sumNs.Add(b.sum)
-	for {
-		m := b.h.maxNs.Load()
-		if b.max <= m || b.h.maxNs.CompareAndSwap(m, b.max) {
-			break
-		}
-	}
 	h := b.h
 	*b = histBatch{h: h}
 }
@@ -145,18 +148,24 @@ func (h *histogram) snapshot() (counts []uint64, total uint64, sum time.Duration
 // is itself a bound, such as "p99 at most 500µs".
 func (h *histogram) quantile(q float64) time.Duration {
 	counts, total, _ := h.snapshot()
+	return bucketQuantile(h.bounds, counts, total, time.Duration(h.maxNs.Load()), q)
+}
+
+// bucketQuantile is histogram.quantile over given per-bucket counts (the
+// last for +Inf), their total, and largest, an upper bound on every
+// observation they count.
+func bucketQuantile(bounds []time.Duration, counts []uint64, total uint64, largest time.Duration, q float64) time.Duration {
 	if total == 0 {
 		return 0
 	}
 	rank := uint64(math.Ceil(q * float64(total)))
 	rank = min(max(rank, 1), total)
-	largest := time.Duration(h.maxNs.Load())
 	var cum uint64
 	for i, c := range counts {
 		cum += c
 		if cum >= rank {
-			if i < len(h.bounds) {
-				return min(h.bounds[i], largest)
+			if i < len(bounds) {
+				return min(bounds[i], largest)
 			}
 			return largest
 		}

@@ -110,6 +110,11 @@ func StartOn(ln net.Listener, cfg Config) (*Instance, error) {
 	return inst, nil
 }
 
+// LatenessSnapshot returns a reading of the server's flush lateness, so
+// that a caller can report the lateness of an interval, such as one
+// benchmark row, with LatenessSnapshot.Since.
+func (i *Instance) LatenessSnapshot() LatenessSnapshot { return i.Server.LatenessSnapshot() }
+
 // closeGrace bounds how long Close waits for handlers to return after their
 // contexts are cancelled. A handler can outlast its context only while
 // blocked writing to a client that stopped reading; after the grace period

@@ -69,10 +69,74 @@ func newMetrics() metrics {
 // upper bound of the bucket holding it (10µs, 25µs, 50µs, 100µs, 250µs,
 // 500µs, 1ms, ...), or the largest lateness seen when that is smaller: a
 // reported p99 of 500µs means at least 99% of flushes were at most 500µs
-// late.
+// late. The counts are cumulative since the server started; LatenessSnapshot
+// reads the lateness of an interval.
 func (s *Server) FlushLateness() (count uint64, p50, p99 time.Duration) {
 	_, count, _ = s.metrics.flushLateness.snapshot()
 	return count, s.metrics.flushLateness.quantile(0.50), s.metrics.flushLateness.quantile(0.99)
+}
+
+// LatenessSnapshot is a reading of the server's flush-lateness histogram,
+// the one FlushLateness reads, so that a caller can learn the lateness of
+// the flushes of an interval alone: take a reading before a benchmark row
+// and one after, and after.Since(before) reports the row's flushes. The
+// zero value is a reading taken before the first flush, so
+// s.LatenessSnapshot().Since(LatenessSnapshot{}) reports every flush so far.
+//
+// A stream merges its observations into the histogram in batches (at most
+// 64 at a time, and when it ends), so a reading taken while streams run
+// lags them by the unmerged part; a reading taken when no stream is running,
+// as between two rows, counts every flush before it.
+type LatenessSnapshot struct {
+	bounds  []time.Duration // the histogram's bucket upper bounds; shared, never written
+	counts  []uint64        // per bucket, not cumulative; the last is +Inf
+	largest time.Duration   // the largest lateness observed before the reading
+}
+
+// LatenessSnapshot returns a reading of the flush-lateness histogram now.
+func (s *Server) LatenessSnapshot() LatenessSnapshot {
+	h := s.metrics.flushLateness
+	// The counts before the largest value, which every observation
+	// raises before it is counted: no counted flush exceeds largest.
+	counts, _, _ := h.snapshot()
+	return LatenessSnapshot{bounds: h.bounds, counts: counts, largest: time.Duration(h.maxNs.Load())}
+}
+
+// Since reports the flushes that a counts and b, an earlier reading of the
+// same server, does not: how many, and the median, 99th percentile and
+// largest of their lateness. It returns zeros when there are none.
+//
+// The percentiles are upper bounds as FlushLateness reports them: the upper
+// bound of the bucket holding the percentile (10µs, 25µs, 50µs, 100µs,
+// 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms), or largest when
+// that is smaller. A histogram does not keep each interval's largest value:
+// largest is exact when the interval raised the server's all-time largest
+// lateness, and otherwise the smaller of that all-time value and the upper
+// bound of the highest bucket the interval reached, an upper bound on it.
+func (a LatenessSnapshot) Since(b LatenessSnapshot) (count uint64, p50, p99, largest time.Duration) {
+	diff := make([]uint64, len(a.counts))
+	top := -1 // the highest bucket the interval reached
+	for i, c := range a.counts {
+		var before uint64
+		if i < len(b.counts) {
+			before = b.counts[i]
+		}
+		if c > before { // a reading out of order counts nothing
+			diff[i] = c - before
+			count += diff[i]
+			top = i
+		}
+	}
+	if count == 0 {
+		return 0, 0, 0, 0
+	}
+	largest = a.largest
+	if a.largest <= b.largest && top < len(a.bounds) {
+		largest = min(largest, a.bounds[top])
+	}
+	p50 = bucketQuantile(a.bounds, diff, count, largest, 0.50)
+	p99 = bucketQuantile(a.bounds, diff, count, largest, 0.99)
+	return count, p50, p99, largest
 }
 
 // serveMetrics writes the Prometheus text exposition format 0.0.4 with

@@ -193,6 +193,8 @@ func concat(head []byte, parts ...string) []byte {
 // appendEnd appends what follows a stream's last token event: the finish
 // event where it is separate, usage for n output tokens, llama.cpp's
 // timings, and [DONE]. It runs once per request, so it may format numbers.
+// It runs after the last token was due, when the request's prefix-cache hit
+// count is final.
 func (s *Server) appendEnd(b []byte, g *generation, f *frames, n int, lastAt time.Time) []byte {
 	req := g.req
 	switch s.pers {
@@ -200,7 +202,7 @@ func (s *Server) appendEnd(b []byte, g *generation, f *frames, n int, lastAt tim
 		b = append(b, f.finish...)
 		if req.includeUsage {
 			b = append(b, f.usagePre...)
-			b = appendUsage(b, req.promptTokens, n)
+			b = appendUsage(b, req.promptTokens, n, g.clock.cached())
 			b = append(b, "}\n\n"...)
 		}
 	case personaTGI:
@@ -210,21 +212,22 @@ func (s *Server) appendEnd(b []byte, g *generation, f *frames, n int, lastAt tim
 			b = append(b, "}\n\n"...)
 		}
 	case personaLlama:
-		timings := g.timings(n, lastAt)
+		cached := g.clock.cached()
+		timings := g.timings(n, cached, lastAt)
 		b = append(b, f.finish...)
 		switch {
 		case g.ep == completionEndpoint:
 			// Completions always end with usage and timings on the
 			// finish chunk, and never send a usage chunk.
 			b = append(b, `,"usage":`...)
-			b = appendLlamaUsage(b, req.promptTokens, n)
+			b = appendLlamaUsage(b, req.promptTokens, n, cached)
 			b = append(b, `,"timings":`...)
 			b = append(b, timings...)
 			b = append(b, "}\n\n"...)
 		case req.includeUsage:
 			b = append(b, "}\n\n"...)
 			b = append(b, f.usagePre...)
-			b = appendLlamaUsage(b, req.promptTokens, n)
+			b = appendLlamaUsage(b, req.promptTokens, n, cached)
 			b = append(b, `,"timings":`...)
 			b = append(b, timings...)
 			b = append(b, "}\n\n"...)
@@ -237,15 +240,25 @@ func (s *Server) appendEnd(b []byte, g *generation, f *frames, n int, lastAt tim
 	return append(b, doneEvent...)
 }
 
-// appendUsage appends a usage object in vLLM's field order.
-func appendUsage(b []byte, prompt, completion int) []byte {
+// appendUsage appends a usage object in vLLM's field order, with the
+// prompt tokens found in the prefix cache as vLLM reports them when started
+// with --enable-prompt-tokens-details.
+func appendUsage(b []byte, prompt, completion, cached int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
-	return append(b, '}')
+	return appendPromptDetails(b, cached)
+}
+
+// appendPromptDetails closes a usage object with its
+// "prompt_tokens_details", vLLM's and llama.cpp's last field.
+func appendPromptDetails(b []byte, cached int) []byte {
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	return append(b, "}}"...)
 }
 
 // appendTGIUsage appends a usage object in TGI's field order.
@@ -254,10 +267,17 @@ func appendTGIUsage(b []byte, prompt, completion int) []byte {
 	return append(b, u...)
 }
 
-// appendLlamaUsage appends a usage object in llama.cpp's field order.
-func appendLlamaUsage(b []byte, prompt, completion int) []byte {
-	u, _ := json.Marshal(llamaUsage{completion, prompt, prompt + completion})
-	return append(b, u...)
+// appendLlamaUsage appends a usage object in llama.cpp's field order, with
+// the prompt tokens it reused from its cache, as recent llama-server builds
+// report them.
+func appendLlamaUsage(b []byte, prompt, completion, cached int) []byte {
+	b = append(b, `{"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	return appendPromptDetails(b, cached)
 }
 
 // setStreamHeaders sets the headers of a stream in the server's personality.
@@ -301,7 +321,9 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 // llamaTimings is llama-server's per-request "timings" object: its own
 // prefill and decode times. The simulator fills it from the request's
 // actual times: prompt from arrival to the first token, predicted from the
-// first token to the last.
+// first token to the last. As on llama-server, cache_n counts the prompt
+// tokens reused from the cache and prompt_n those computed, so that the two
+// add up to usage.prompt_tokens.
 type llamaTimings struct {
 	CacheN              int       `json:"cache_n"`
 	PromptN             int       `json:"prompt_n"`
@@ -314,15 +336,18 @@ type llamaTimings struct {
 	PredictedPerSecond  jsonFloat `json:"predicted_per_second"`
 }
 
-// timings returns g's llama.cpp timings as JSON for n output tokens, with
-// lastAt the time its last token was produced.
-func (g *generation) timings(n int, lastAt time.Time) []byte {
+// timings returns g's llama.cpp timings as JSON for n output tokens, cached
+// of its prompt tokens found in the prefix cache, with lastAt the time its
+// last token was produced.
+func (g *generation) timings(n, cached int, lastAt time.Time) []byte {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	promptMS := ms(g.firstAt.Sub(g.arrival))
 	predictedMS := ms(lastAt.Sub(g.firstAt))
-	p, out := float64(g.req.promptTokens), float64(n)
+	computed := g.req.promptTokens - cached
+	p, out := float64(computed), float64(n)
 	t := llamaTimings{
-		PromptN:             g.req.promptTokens,
+		CacheN:              cached,
+		PromptN:             computed,
 		PromptMS:            jsonFloat(promptMS),
 		PromptPerTokenMS:    jsonFloat(promptMS / p),
 		PromptPerSecond:     jsonFloat(1e3 / promptMS * p),
@@ -340,9 +365,16 @@ func (g *generation) timings(n int, lastAt time.Time) []byte {
 
 // usage is vLLM's usage object, in its field order.
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// promptTokensDetails is OpenAI's usage.prompt_tokens_details, which vLLM
+// and llama.cpp fill with the prompt tokens found in the prefix cache.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type tgiUsage struct {
@@ -352,9 +384,10 @@ type tgiUsage struct {
 }
 
 type llamaUsage struct {
-	CompletionTokens int `json:"completion_tokens"`
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
 }
 
 type message struct {
@@ -447,19 +480,21 @@ type (
 )
 
 // responseBody returns the non-streaming body of g with the given text, in
-// the server's personality.
+// the server's personality. It runs after the last token was due, when the
+// request's prefix-cache hit count is final.
 func (s *Server) responseBody(g *generation, text string, lastAt time.Time) ([]byte, error) {
 	req, model, reason := g.req, s.cfg.Model, g.req.finishReason
-	p, n := req.promptTokens, g.sent
+	p, n, cached := req.promptTokens, g.sent, g.clock.cached()
 	chat := g.ep == chatEndpoint
 	var v any
 	switch s.pers {
 	case personaLlama:
-		u := llamaUsage{n, p, p + n}
+		u := llamaUsage{n, p, p + n, promptTokensDetails{cached}}
+		timings := g.timings(n, cached, lastAt)
 		if chat {
-			v = llamaChatResponse{[]llamaChatChoice{{reason, 0, message{"assistant", text}}}, g.created, model, llamaFingerprint, "chat.completion", u, g.id, g.timings(n, lastAt)}
+			v = llamaChatResponse{[]llamaChatChoice{{reason, 0, message{"assistant", text}}}, g.created, model, llamaFingerprint, "chat.completion", u, g.id, timings}
 		} else {
-			v = llamaTextResponse{[]llamaTextChoice{{text, 0, nil, reason}}, g.created, model, llamaFingerprint, "text_completion", u, g.id, g.timings(n, lastAt)}
+			v = llamaTextResponse{[]llamaTextChoice{{text, 0, nil, reason}}, g.created, model, llamaFingerprint, "text_completion", u, g.id, timings}
 		}
 	case personaTGI:
 		u := tgiUsage{p, n, p + n}
@@ -469,7 +504,7 @@ func (s *Server) responseBody(g *generation, text string, lastAt time.Time) ([]b
 			v = tgiTextResponse{"text_completion", g.id, g.created, model, tgiFingerprint, []textChoice{{0, text, nil, reason}}, u}
 		}
 	default:
-		u := usage{PromptTokens: p, TotalTokens: p + n, CompletionTokens: n}
+		u := usage{PromptTokens: p, TotalTokens: p + n, CompletionTokens: n, PromptTokensDetails: promptTokensDetails{cached}}
 		if chat {
 			v = chatResponse{g.id, "chat.completion", g.created, model, []chatChoice{{0, message{"assistant", text}, nil, reason}}, u}
 		} else {

@@ -207,13 +207,21 @@ type engineClock struct {
 	// driver holds while it wakes them.
 	mu  sync.Mutex
 	due []time.Duration // virtual release time of each delivered token
+	// cachedN is the request's prefix-cache hit count as of its latest
+	// delivered token, read from the engine under t.mu in deliver, so
+	// that the handler can report it without taking the driver's lock.
+	cachedN int
 }
 
 // deliver is the engine's callback, run by whoever advances the engine
-// (under t.mu).
+// (under t.mu). Each delivery refreshes the cached count: a request the
+// engine preempted and admitted again reports its last admission's count,
+// and by its last token's delivery there is no admission to come.
 func (c *engineClock) deliver(k int, at time.Duration) {
+	cached := c.req.Info().CachedTokens
 	c.mu.Lock()
 	c.due = append(c.due, at)
+	c.cachedN = cached
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -241,6 +249,12 @@ func (c *engineClock) wait(ctx context.Context, k int) (time.Time, error) {
 			return time.Now(), errServerClosed
 		}
 	}
+}
+
+func (c *engineClock) cached() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cachedN
 }
 
 func (c *engineClock) release() {

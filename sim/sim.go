@@ -31,6 +31,18 @@
 // that is short of max_tokens. The same request with the same seed always
 // gets the same length. Usage reports the tokens actually generated.
 //
+// Usage also reports (except with the tgi personality), as
+// usage.prompt_tokens_details.cached_tokens, how many prompt tokens the
+// engine found in its prefix cache: whole blocks of the prompt whose token
+// ids were computed before, by an earlier request or by this one before a
+// preemption, never the block holding the last prompt token. The count is
+// the request's last admission to the engine's: a request preempted and
+// admitted again reports what its readmission hit (vLLM V1 keeps its first
+// admission's). Without an Engine
+// (the fixed preset) there is no prefix cache and the count is 0. While no
+// request is preempted or abandoned, the counts the responses report sum to
+// /metrics' vllm:prefix_cache_hits_total, which counts every admission.
+//
 // The text is drawn, with a seeded random generator, from a pool of tokens
 // that each decode to a space and a short lowercase word and encode back to
 // themselves, so that re-tokenizing the generated text gives exactly
@@ -55,11 +67,19 @@
 //
 //   - "vllm" (the default): vLLM's chunks, a role chunk with "content":"",
 //     a separate finish chunk, and with include_usage "usage":null on every
-//     chunk before a final usage chunk.
+//     chunk before a final usage chunk. Every usage object, streamed or
+//     not, ends with "prompt_tokens_details":{"cached_tokens":N}, as vLLM's
+//     does when started with --enable-prompt-tokens-details. The simulator
+//     always sends it, 0 included, where vLLM sends it only with that flag
+//     (and some versions leave it out when nothing was cached), so a client
+//     must treat a missing field as unknown, not as a miss.
 //   - "llama.cpp": llama-server's chunks (Server: llama.cpp, its key order,
 //     a role chunk with "content":null and no logprobs, "timings" with the
 //     request's actual prefill and decode times, chatcmpl- ids on both
-//     endpoints; the request's model field is ignored). It closes the TCP
+//     endpoints; the request's model field is ignored). As on llama-server,
+//     timings.cache_n counts the prompt tokens found in the cache and
+//     prompt_n those computed, and usage ends with
+//     "prompt_tokens_details":{"cached_tokens":N}, as recent builds send. It closes the TCP
 //     connection after every streamed response without announcing it, while
 //     advertising Keep-Alive: a keep-alive client that reuses the connection
 //     fails unless it retries, which Go's transport does for requests with
@@ -67,7 +87,8 @@
 //   - "tgi": text-generation-inference's chunks, with several tokens per
 //     event (Config.TokensPerEvent, default 4), the role on every delta and
 //     finish_reason on the last token event. Usage still counts tokens, so
-//     a client that counts events instead of tokens is caught out.
+//     a client that counts events instead of tokens is caught out. TGI
+//     reports no cached count, and neither does the personality.
 //
 // # Faults
 //
@@ -88,12 +109,15 @@
 // measured in the handler when the bytes are flushed, and the simulator's
 // own flush lateness: how late each token's write and flush returned against
 // the time the model scheduled it. Server.FlushLateness reads its
-// percentiles, so that a test can check that the host kept up.
+// percentiles since the start, so that a test can check that the host kept
+// up; Server.LatenessSnapshot (or Instance.LatenessSnapshot) and
+// LatenessSnapshot.Since read them over an interval, such as one benchmark
+// row.
 //
 // Config.GroundTruth receives one JSON line per request with the server's
-// own per-token due and flush times (documented on truthRecord in
-// groundtruth.go), so that a client's measurement error can be computed
-// against what the server actually did.
+// own per-token due, write-start and flush times (documented on
+// truthRecord in groundtruth.go), so that a client's measurement error can
+// be computed against what the server actually did.
 package sim
 
 import (

@@ -456,7 +456,8 @@ func (g gateClock) wait(ctx context.Context, k int) (time.Time, error) {
 	return time.Now(), ctx.Err()
 }
 
-func (gateClock) release() {}
+func (gateClock) cached() int { return 0 }
+func (gateClock) release()    {}
 
 // TestHeadersBeforeFirstToken checks that a stream's headers are flushed on
 // arrival, before any token is due, without relying on wall-clock timing.

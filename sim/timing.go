@@ -58,6 +58,13 @@ type tokenClock interface {
 	// calls pass non-decreasing k and may skip: a non-streaming
 	// response waits for its first token and then its last.
 	wait(ctx context.Context, k int) (due time.Time, err error)
+	// cached returns how many of the request's prompt tokens the model
+	// found in its prefix cache when it last admitted the request (an
+	// engine may preempt a request and admit it again). Once wait has
+	// returned for the last output token the request can no longer be
+	// readmitted, so the count is final; a model without a prefix cache
+	// returns 0.
+	cached() int
 	// release tells the model that the request is over, finished or
 	// abandoned, so that it can free what it holds for it.
 	release()
@@ -110,6 +117,9 @@ func (c *constantClock) wait(ctx context.Context, k int) (time.Time, error) {
 		return due, ctx.Err()
 	}
 }
+
+// cached is 0: the fixed model has no prefix cache.
+func (*constantClock) cached() int { return 0 }
 
 func (c *constantClock) release() {
 	if c.timer != nil {

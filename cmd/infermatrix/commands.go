@@ -30,7 +30,8 @@ throughput, goodput), judges every row against the file's acceptance rules,
 and writes a decision record.
 
 Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed,
-4 invalid experiment, 130 interrupted.`,
+4 invalid experiment, 5 inconclusive (a row with rules was invalid, not run
+or left out), 130 interrupted.`,
 		Example: `  infermatrix run experiments/quickstart.yaml
   infermatrix validate experiments/*.yaml
   infermatrix plan experiments/quickstart.yaml
@@ -142,19 +143,34 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 }
 
 // verdictExit prints a decision's verdict and returns the exit code it
-// means: acceptance passed (or there was nothing to accept), failed, or
-// could not be judged.
+// means: passed (or nothing to accept), failed, inconclusive, or, for a run
+// without rules whose requests mostly failed, a runtime failure.
 func verdictExit(stdout io.Writer, d *reports.Decision) error {
+	for _, op := range d.OperatingPoints {
+		if op.Row != "" {
+			fmt.Fprintf(stdout, "operating point of %s: %s\n", op.Base, op.Row)
+		}
+	}
 	switch d.Verdict {
 	case reports.Pass:
 		fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
 		return nil
 	case reports.NoRules:
+		if d.MostFailed {
+			fmt.Fprintf(stdout, "verdict: none (no acceptance rules); most requests failed: %d of %d\n", d.Failed, d.Sent)
+			return withCode(exitRuntime, errors.New("most requests failed: the run measured failures, not the server"))
+		}
 		fmt.Fprintln(stdout, "verdict: none (the experiment has no acceptance rules)")
 		return nil
 	case reports.Fail:
 		fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
 		return withCode(exitAcceptance, errors.New(""))
+	case reports.Inconclusive:
+		fmt.Fprintf(stdout, "verdict: INCONCLUSIVE (%s)\n", strings.Join(d.Why, "; "))
+		return withCode(exitInconclusive, errors.New(""))
+	case reports.Incomplete:
+		fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run was interrupted)")
+		return withCode(exitInterrupted, errors.New(""))
 	default:
 		fmt.Fprintf(stdout, "verdict: %s\n", strings.ToUpper(d.Verdict))
 		return withCode(exitRuntime, errors.New("rows with acceptance rules have no verdict"))
@@ -162,7 +178,7 @@ func verdictExit(stdout io.Writer, d *reports.Decision) error {
 }
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
-	var experiment string
+	var experiment, semantics string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR",
 		Short: "Re-render a run's decision record and reports from its run directory",
@@ -172,11 +188,20 @@ for) from what the run recorded: experiment.yaml, manifest.json, summary.json
 and the per-request records. It sends no request.
 
 With --experiment, the run is judged by another experiment file instead: its
-acceptance rules and hypotheses are evaluated again against the recorded
-measurements, and its report formats decide which files are written. Its rows
-must be the ones the run measured; its SLOs, percentiles and semantics are
-not applied (the measurements were summarised under the run's), and a note
-says so where they differ. The files are rewritten in RUN_DIR.
+acceptance rules, validity thresholds and hypotheses are evaluated again
+against the recorded measurements, and its report formats decide which files
+are written. Its rows must be the ones the run measured; its SLOs and
+percentiles are not applied (the measurements were summarised under the
+run's), and a note says so where they differ.
+
+With --semantics, every row is summarised again from its records under
+another tool's metric definitions (vllm, aiperf) or infermatrix's own.
+
+A judgement never overwrites the run's record: with --experiment or
+--semantics the files go to RUN_DIR/rejudged/<UTC time>-<label>/, whose
+record names both experiment files and their hashes at the top. Without
+them the record is rendered again in place, unless this build judges the run
+otherwise than the recorded decision.json, when it goes beside too.
 
 Files the experiment names (datasets, traces, tokenizer files) are not needed:
 everything is re-rendered from the run's own records, so a run directory can
@@ -187,10 +212,18 @@ The exit code is the verdict's, as for run.`,
   infermatrix report runs/llama31-8b-h100-chat/20260301T101500Z
 
   # would the run have passed a stricter rule?
-  infermatrix report runs/llama31-8b-h100-chat/latest --experiment stricter.yaml`,
+  infermatrix report runs/llama31-8b-h100-chat/latest --experiment stricter.yaml
+
+  # the same records, as vllm bench serve would have summarised them
+  infermatrix report runs/llama31-8b-h100-chat/latest --semantics vllm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment})
+			switch semantics {
+			case "", "infermatrix", "vllm", "aiperf":
+			default:
+				return withCode(exitUsage, fmt.Errorf("--semantics %q: want infermatrix, vllm or aiperf", semantics))
+			}
+			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment, Semantics: semantics})
 			if err != nil {
 				var ps schema.Problems
 				switch {
@@ -209,26 +242,36 @@ The exit code is the verdict's, as for run.`,
 			for _, f := range res.Unsupported {
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
+			if res.Rejudged {
+				fmt.Fprintf(stderr, "note: %s; the run's own record is unchanged\n", res.Why)
+			}
 			fmt.Fprintf(stdout, "decision record: %s\n", filepath.Join(res.Dir.Path, "decision.md"))
 			return verdictExit(stdout, res.Decision)
 		},
 	}
-	cmd.Flags().StringVar(&experiment, "experiment", "", "judge the run by this experiment file instead of the run's experiment.yaml (same rows)")
+	cmd.Flags().StringVar(&experiment, "experiment", "", "judge the run by this experiment file instead of the run's experiment.yaml (same rows); written to RUN_DIR/rejudged/")
+	cmd.Flags().StringVar(&semantics, "semantics", "", "summarise the records again under these definitions: infermatrix, vllm or aiperf; written to RUN_DIR/rejudged/")
 	return cmd
 }
 
 // judgedText says how many judged rows passed.
 func judgedText(d *reports.Decision) string {
-	var pass, fail int
+	var pass, fail, rejected int
 	for _, rv := range d.Rows {
 		switch rv.Verdict {
 		case reports.Pass:
 			pass++
 		case reports.Fail:
 			fail++
+		case reports.Rejected:
+			rejected++
 		}
 	}
-	return fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail)
+	s := fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail+rejected)
+	if rejected > 0 {
+		s += fmt.Sprintf(", %d sweep points past the operating point", rejected)
+	}
+	return s
 }
 
 func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -20,12 +20,15 @@ import (
 // Exit codes, documented in README.md. They are distinct so that CI can
 // tell a rejected configuration from a broken run.
 const (
-	exitOK          = 0   // every judged row passed acceptance
-	exitRuntime     = 1   // the tool or the server failed: no trustworthy verdict
-	exitUsage       = 2   // bad command line
-	exitAcceptance  = 3   // the run completed and at least one row failed acceptance
-	exitInvalid     = 4   // the experiment file is invalid; nothing was sent
-	exitInterrupted = 130 // interrupted (Ctrl-C); records so far are on disk
+	exitOK         = 0 // every judged row passed acceptance
+	exitRuntime    = 1 // the tool or the server failed: no trustworthy verdict
+	exitUsage      = 2 // bad command line
+	exitAcceptance = 3 // the run completed and at least one row failed acceptance
+	exitInvalid    = 4 // the experiment file is invalid; nothing was sent
+	// exitInconclusive: nothing failed, but a row with rules has no
+	// trustworthy verdict (invalid, not run, or left out with --rows).
+	exitInconclusive = 5
+	exitInterrupted  = 130 // interrupted (Ctrl-C); records so far are on disk
 )
 
 // exitError carries an exit code through cobra's error return.

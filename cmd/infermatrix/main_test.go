@@ -177,8 +177,8 @@ func TestAcceptanceFailedExitCode(t *testing.T) {
 	}
 	md := readFile(t, filepath.Join(out, "decision.md"))
 	for _, want := range []string{
-		"**Verdict: FAIL.** 1 of 2 judged rows are rejected: `impossible`.",
-		"| `impossible` | instant | **fail**: `ttft.p95 < 1` with ttft.p95 = ",
+		"**Verdict: FAIL.** 1 of 2 valid judged rows fail acceptance: `impossible`.",
+		"| `impossible` | instant | **fail**: `ttft.p50 < 1` with ttft.p50 = ",
 		"## Rejected rows",
 	} {
 		if !strings.Contains(md, want) {
@@ -225,36 +225,82 @@ func TestInterruptExitCode(t *testing.T) {
 
 // TestQuickstartEndToEnd runs the quickstart as `make demo` does and reads
 // the decision record's verdicts.
+//
+// On a quiet machine it passes and names its operating point. On a busy
+// one (this suite under -race, on two cores shared with other work) rows
+// may be invalid, and the run INCONCLUSIVE: that is the promise the
+// validity checks make, and the test holds them to it. What it never may
+// be is FAIL, or invalid for a reason a busy host does not explain: a
+// loaded host yields an invalid row, never a wrong figure.
 func TestQuickstartEndToEnd(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the quickstart (about 20s)")
+		t.Skip("runs the quickstart (about 30s)")
 	}
 	out := filepath.Join(t.TempDir(), "run")
 	r := cli(t, context.Background(), "run", "../../experiments/quickstart.yaml", "--out", out)
-	if r.code != exitOK {
+	if r.code != exitOK && r.code != exitInconclusive {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stdout, "decision record: "+filepath.Join(out, "decision.md")) {
 		t.Errorf("stdout = %q; want the decision record's path", r.stdout)
 	}
 	md := readFile(t, filepath.Join(out, "decision.md"))
+	var d struct {
+		Verdict string
+		Rows    []struct {
+			ID       string
+			Verdict  string
+			Validity struct {
+				Valid   bool
+				Reasons []struct{ Check, Message string }
+			}
+		}
+		OperatingPoints []struct{ Base, Row, Verdict string } `json:"operating_points"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(out, "decision.json"))), &d); err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]string{}
+	for _, rv := range d.Rows {
+		verdicts[rv.ID] = rv.Verdict
+		for _, why := range rv.Validity.Reasons {
+			switch why.Check {
+			case "client_cpu", "dispatch_lag", "client_stall", "bursts", "simulator", "stamp_error":
+				t.Logf("%s is invalid on this host: %s: %s", rv.ID, why.Check, why.Message)
+			default:
+				t.Errorf("%s is invalid for a reason a busy host does not explain: %s: %s", rv.ID, why.Check, why.Message)
+			}
+		}
+	}
 	for _, want := range []string{
-		"**Verdict: PASS.** 6 of 6 judged rows meet acceptance.",
+		"# Decision record: quickstart (SIMULATED)",
 		"| H1 | Eight concurrent users get at least four times the output throughput of one.",
-		"| **supported** |",
-		"| `single_user` | interactive | pass |",
-		"| `sweep/c=64` | goodput | pass |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("decision.md lacks %q", want)
 		}
 	}
-	for _, row := range []string{"single_user", "busy_chat", "arrivals", "sweep/c=4", "sweep/c=16", "sweep/c=64"} {
-		if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(row) + "` \\|.*\\| ✅ pass \\|$").MatchString(md) {
-			t.Errorf("workload matrix has no passing line for %s", row)
+	if r.code == exitOK {
+		// The busiest point within the SLO: c=16 on a quiet machine
+		// (c=8 would be a slower host that still kept its schedule).
+		op := ""
+		if len(d.OperatingPoints) == 1 {
+			op = d.OperatingPoints[0].Row
 		}
+		if d.Verdict != "pass" || (op != "sweep/c=16" && op != "sweep/c=8") || verdicts["sweep/c=48"] != "rejected" {
+			t.Errorf("verdict %s, operating point %q, c=48 %s; want pass at c=16 with c=48 rejected", d.Verdict, op, verdicts["sweep/c=48"])
+		}
+		if !strings.Contains(r.stdout, "operating point of sweep: "+op) || !strings.Contains(md, "operating point `"+op+"`") {
+			t.Errorf("the operating point is not stated:\n%s", r.stdout)
+		}
+		if verdicts["arrivals"] != "pass" || !strings.Contains(md, "| **supported** |") {
+			t.Errorf("arrivals %s; H1 not supported:\n%s", verdicts["arrivals"], md)
+		}
+	} else {
+		t.Logf("INCONCLUSIVE on this host: %s", r.stdout)
 	}
-	for _, f := range []string{"manifest.json", "summary.json", "summary.csv", "decision.json", "experiment.yaml", "experiment.yaml.sha256", "rows/sweep/c=16/requests.jsonl"} {
+	for _, f := range []string{"manifest.json", "summary.json", "summary.csv", "decision.json", "report.html", "results.xlsx",
+		"experiment.yaml", "experiment.yaml.sha256", "rows/sweep/c=16/requests.jsonl"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}

@@ -64,16 +64,39 @@ func TestReportRerendersByteForByte(t *testing.T) {
 	if !strings.Contains(r.stdout, "verdict: FAIL (0 of 4 judged rows pass)") {
 		t.Errorf("stdout %q", r.stdout)
 	}
-	md := readFile(t, filepath.Join(cp, "decision.md"))
+	// The judgement goes beside the run's record, never over it.
+	rejudged := rejudgedRecord(t, r.stdout, cp)
+	md := readFile(t, filepath.Join(rejudged, "decision.md"))
 	if !strings.Contains(md, "| `chat` | relaxed | **fail**: `p(ttft, 99.9) < 0.001` with p(ttft, 99.9) = ") {
 		t.Errorf("decision.md does not show the stricter rule failing:\n%s", md)
 	}
-	// The run's own records and summaries are untouched.
-	for _, f := range []string{"summary.json", "manifest.json", "experiment.yaml", "rows/chat/requests.jsonl"} {
-		if got := readFile(t, filepath.Join(cp, f)); got != string(orig[f]) {
-			t.Errorf("report --experiment changed %s", f)
+	// Its top names both experiments and their hashes.
+	head := md[:strings.Index(md, "## ")]
+	for _, want := range []string{"**Re-judged.**", "made with experiment testdata/rerender.yaml (sha256 ", "by experiment " + exp + " (sha256 "} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the re-judged record's top lacks %q:\n%s", want, head)
 		}
 	}
+	// The run's own record, records and summaries are byte for byte as
+	// they were.
+	compareTrees(t, orig, withoutRejudged(readTree(t, cp)))
+
+	// The same records summarised as vllm bench serve would: beside too.
+	r = cli(t, context.Background(), "report", cp, "--semantics", "vllm")
+	if r.code != exitOK {
+		t.Fatalf("report --semantics vllm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	vdir := rejudgedRecord(t, r.stdout, cp)
+	if vdir == rejudged {
+		t.Errorf("two judgements went to one folder, %s", vdir)
+	}
+	if s := readFile(t, filepath.Join(vdir, "summary.json")); !strings.Contains(s, `"semantics": "vllm"`) {
+		t.Errorf("the re-summarised summary.json is not under vllm's definitions")
+	}
+	if md := readFile(t, filepath.Join(vdir, "decision.md")); !strings.Contains(md, "**semantics `vllm`**") {
+		t.Errorf("the re-summarised record does not say its semantics")
+	}
+	compareTrees(t, orig, withoutRejudged(readTree(t, cp)))
 
 	// Another workload is not this run's.
 	other := filepath.Join(t.TempDir(), "other.yaml")
@@ -110,6 +133,34 @@ func TestReportExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rejudgedRecord returns the folder a re-judging report printed its
+// record in, checking that it is under the run's rejudged/.
+func rejudgedRecord(t *testing.T, stdout, run string) string {
+	t.Helper()
+	for _, l := range strings.Split(stdout, "\n") {
+		if p, ok := strings.CutPrefix(l, "decision record: "); ok {
+			dir := filepath.Dir(p)
+			if filepath.Dir(dir) != filepath.Join(run, "rejudged") {
+				t.Fatalf("the record went to %s; want a folder of %s", dir, filepath.Join(run, "rejudged"))
+			}
+			return dir
+		}
+	}
+	t.Fatalf("no decision record in %q", stdout)
+	return ""
+}
+
+// withoutRejudged drops the rejudged/ folder from a tree.
+func withoutRejudged(files map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range files {
+		if !strings.HasPrefix(k, "rejudged/") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // readTree reads every file under dir, keyed by slash-separated path.

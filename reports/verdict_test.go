@@ -1,0 +1,182 @@
+package reports
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// sweepExperiment has a three-point sweep judged by its operating point,
+// a plain row with an every-point rule, and a row without rules.
+const sweepExperiment = `apiVersion: infermatrix/v1
+name: v
+server: {target: builtin}
+defaults: {requests: 400, input_tokens: 100, output_tokens: 50}
+rows:
+  - {id: chat, concurrency: 1}
+  - {id: sat, sweep: {concurrency: [4, 16, 64]}}
+  - {id: free, concurrency: 1}
+acceptance:
+  - {name: interactive, rows: [chat], expect: "ttft.p95 < 200"}
+  - {name: capacity, rows: [sat], expect: "ttft.p95 < 200", sweep: operating_point}
+`
+
+// validRow is a summary the validity checks accept, with the given TTFT
+// (every sample) and output throughput.
+func validRow(id string, conc int, ttft, tput float64) metrics.RowSummary {
+	rs := metrics.RowSummary{ID: id, Base: strings.Split(id, "/")[0], Status: metrics.RowComplete, WindowS: 60}
+	rs.Requests = metrics.Requests{Sent: 400, Completed: 400}
+	rs.Metrics.TTFT = metrics.NewDist(slices.Repeat([]float64{ttft}, 400), nil)
+	rs.Metrics.E2E = metrics.NewDist(slices.Repeat([]float64{1000}, 400), nil)
+	rs.InFlight = metrics.InFlight{Mean: float64(conc), Max: conc}
+	rs.Throughput.OutputTokensPerS = tput
+	return rs
+}
+
+func verdictsFixture(t *testing.T, sat []float64) (*schema.Plan, *metrics.Summary) {
+	t.Helper()
+	plan, err := schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := &metrics.Summary{Rows: []metrics.RowSummary{
+		validRow("chat", 1, 50, 100),
+		validRow("sat/c=4", 4, sat[0], 400),
+		validRow("sat/c=16", 16, sat[1], 1400),
+		validRow("sat/c=64", 64, sat[2], 1600),
+		validRow("free", 1, 50, 100),
+	}}
+	return plan, sum
+}
+
+func verdictMap(d *Decision) map[string]string {
+	out := map[string]string{}
+	for _, rv := range d.Rows {
+		out[rv.ID] = rv.Verdict
+	}
+	return out
+}
+
+// TestOperatingPointRule: points past capacity are rejected without
+// failing the run, and the run passes with the operating point named.
+func TestOperatingPointRule(t *testing.T) {
+	plan, sum := verdictsFixture(t, []float64{50, 120, 900})
+	d := Judge(plan, sum)
+	if d.Verdict != Pass {
+		t.Fatalf("verdict %s (%q); want pass: c=64 is past capacity, as the sweep means to find", d.Verdict, d.Why)
+	}
+	if v := verdictMap(d); v["sat/c=64"] != Rejected || v["sat/c=16"] != Pass || v["chat"] != Pass || v["free"] != NoRules {
+		t.Errorf("row verdicts %v", v)
+	}
+	if len(d.OperatingPoints) != 1 || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != Pass ||
+		!slices.Equal(d.OperatingPoints[0].Rejected, []string{"sat/c=64"}) {
+		t.Errorf("operating points %+v", d.OperatingPoints)
+	}
+
+	// No point passes, every point valid: the sweep fails the run.
+	plan, sum = verdictsFixture(t, []float64{500, 600, 900})
+	if d := Judge(plan, sum); d.Verdict != Fail || d.OperatingPoints[0].Verdict != Fail {
+		t.Errorf("no passing point: %s, %+v; want fail", d.Verdict, d.OperatingPoints)
+	}
+
+	// A point with more load than the operating point is invalid: it
+	// might have passed, so the operating point is a lower bound and the
+	// run inconclusive.
+	plan, sum = verdictsFixture(t, []float64{50, 120, 150})
+	sum.Rows[3].InFlight.Mean = 20 // c=64 never had its 64 users busy
+	d = Judge(plan, sum)
+	if d.Verdict != Inconclusive || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != Inconclusive {
+		t.Errorf("invalid point above: %s, %+v; want inconclusive with c=16 as a lower bound", d.Verdict, d.OperatingPoints)
+	}
+	// An invalid point below the operating point changes nothing.
+	plan, sum = verdictsFixture(t, []float64{50, 120, 900})
+	sum.Rows[1].InFlight.Mean = 1
+	if d := Judge(plan, sum); d.Verdict != Pass || d.OperatingPoints[0].Row != "sat/c=16" {
+		t.Errorf("invalid point below: %s, %+v; want pass at c=16", d.Verdict, d.OperatingPoints)
+	}
+}
+
+// TestInvalidRowsNeverPass: a row whose rules pass but whose figures are
+// invalid makes the run inconclusive, never a pass; a valid failing row
+// still fails it.
+func TestInvalidRowsNeverPass(t *testing.T) {
+	plan, sum := verdictsFixture(t, []float64{50, 120, 900})
+	sum.Rows[0].SelfCheck = metrics.SelfCheck{ClientCPU: 0.97, Cores: 2}
+	d := Judge(plan, sum)
+	if d.Verdict != Inconclusive || verdictMap(d)["chat"] != Invalid || !d.Rows[0].RulesPass() {
+		t.Errorf("%s, %v; want inconclusive with chat invalid (its rule would pass)", d.Verdict, verdictMap(d))
+	}
+	if !strings.Contains(strings.Join(d.Why, "; "), "invalid, so not judged: `chat`") {
+		t.Errorf("why %q", d.Why)
+	}
+	sum.Rows[4].Metrics.TTFT = metrics.NewDist(slices.Repeat([]float64{50}, 400), nil)
+	sum.Rows[2].Metrics.TTFT = metrics.NewDist(slices.Repeat([]float64{900}, 400), nil) // c=16 now fails: op at c=4
+	plan2, err := schema.Parse("v.yaml", []byte(strings.Replace(sweepExperiment, "expect: \"ttft.p95 < 200\"}\n  - {name: capacity", "expect: \"ttft.p95 < 10\"}\n  - {name: capacity", 1)), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum.Rows[0].SelfCheck = metrics.SelfCheck{}
+	if d := Judge(plan2, sum); d.Verdict != Fail || verdictMap(d)["chat"] != Fail {
+		t.Errorf("%s, %v; want fail: chat is valid and fails", d.Verdict, verdictMap(d))
+	}
+}
+
+// TestSkippedRowsMakeARunInconclusive: `run --rows` leaves rows with
+// rules out; the run cannot pass on the rest.
+func TestSkippedRowsMakeARunInconclusive(t *testing.T) {
+	plan, err := schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{Rows: []string{"chat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Skipped, []string{"sat/c=4", "sat/c=16", "sat/c=64", "free"}) {
+		t.Fatalf("skipped %q", plan.Skipped)
+	}
+	d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100)}})
+	if d.Verdict != Inconclusive || verdictMap(d)["sat/c=4"] != Skipped || verdictMap(d)["chat"] != Pass {
+		t.Errorf("%s %v; want inconclusive, chat passing, the rest skipped", d.Verdict, verdictMap(d))
+	}
+	if !strings.Contains(strings.Join(d.Why, "; "), "left out of this run (--rows): `sat/c=4`, `sat/c=16`, `sat/c=64`") {
+		t.Errorf("why %q; want the skipped rows with rules, and not free", d.Why)
+	}
+	// Without rules on the skipped rows, the subset can pass.
+	plan, _ = schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{Rows: []string{"chat", "free"}})
+	plan.Acceptance = plan.Acceptance[:1]
+	if d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100), validRow("free", 1, 50, 100)}}); d.Verdict != Pass {
+		t.Errorf("%s; want pass", d.Verdict)
+	}
+}
+
+// TestMostFailed: a run without rules whose requests mostly failed says
+// so (the command exits 1 on it).
+func TestMostFailed(t *testing.T) {
+	plan, err := schema.Parse("x.yaml", []byte("apiVersion: infermatrix/v1\nname: x\nserver: {target: builtin}\nrows: [{id: r, requests: 100, concurrency: 1, input_tokens: 8, output_tokens: 8}]\n"), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := validRow("r", 1, 50, 100)
+	rs.Requests = metrics.Requests{Sent: 100, Completed: 50, Failed: 50}
+	rs.Errors = metrics.Errors{Total: 50, Ratio: 0.5}
+	d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
+	if d.Verdict != NoRules || d.MostFailed || d.Failed != 50 || d.Sent != 100 {
+		t.Errorf("half failed: %+v; want no rules, not most failed", d)
+	}
+	rs.Requests = metrics.Requests{Sent: 100, Completed: 49, Failed: 51}
+	rs.Errors = metrics.Errors{Total: 51, Ratio: 0.51}
+	if d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(verdictDetail(d), "**Most requests failed** (51 of 100)") {
+		t.Errorf("%+v: %s", d, verdictDetail(d))
+	}
+}
+
+// TestHypothesesOnInvalidRows are inconclusive: a claim about figures that
+// cannot be trusted is neither supported nor refuted.
+func TestHypothesesOnInvalidRows(t *testing.T) {
+	plan, sum := fixture(t)
+	plan.Validity.Ignore = nil // the fixture's rows have three samples each
+	d := Judge(plan, sum)
+	if h := d.Hypotheses[0]; h.Verdict != Inconclusive || !strings.Contains(h.Reason, "is invalid") {
+		t.Errorf("H1 = %+v; want inconclusive on invalid rows", h)
+	}
+}
