@@ -381,6 +381,10 @@ type Aggregator struct {
 	// in-flight count.
 	spans [][2]int64
 	cache Cache
+	// uncounted and uncountedPrompt are the successful requests the
+	// server said nothing of its cache for, and their prompt tokens.
+	uncounted       int
+	uncountedPrompt int64
 }
 
 // lengthAcc accumulates one side of the token check.
@@ -544,8 +548,14 @@ func (a *Aggregator) Add(r *Record) {
 func (a *Aggregator) addITL(ns int64) { a.itl = append(a.itl, ms(ns)) }
 
 // addCache folds in a request's cached tokens, when the server said.
+// Requests it said nothing of are counted aside: a server that reports
+// cached tokens only when there are some (SGLang) means none by its
+// silence, which Summary takes into account once the row shows that the
+// server reports at all.
 func (a *Aggregator) addCache(r *Record) {
 	if r.CachedTokens == nil {
+		a.uncounted++
+		a.uncountedPrompt += int64(r.InputTokens.Count())
 		return
 	}
 	c := &a.cache
@@ -679,6 +689,10 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		s.InFlight = a.inFlight(a.first, a.last)
 	}
 	s.Cache = a.cache
+	if c := &s.Cache; c.Requests > 0 {
+		c.Requests += a.uncounted
+		c.PromptTokens += a.uncountedPrompt
+	}
 	if c := &s.Cache; c.PromptTokens > 0 {
 		c.HitRatio = round6(float64(c.CachedTokens) / float64(c.PromptTokens))
 		c.UnexpectedRatio = round6(float64(c.UnexpectedTokens) / float64(c.PromptTokens))
@@ -702,8 +716,17 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	if len(a.perUser) > 0 {
 		// The median request's speed: a mean is dominated by the few
 		// requests whose tokens came in one read, whose TPOT is near zero.
+		// AIPerf's output_token_throughput_per_user is the mean, and its
+		// semantics keeps it.
 		slices.Sort(a.perUser)
 		s.Throughput.OutputTokensPerSU = percentile(a.perUser, 50)
+		if a.sem == SemAIPerf {
+			var sum float64
+			for _, v := range a.perUser {
+				sum += v
+			}
+			s.Throughput.OutputTokensPerSU = sum / float64(len(a.perUser))
+		}
 	}
 	s.Goodput.Good = a.good
 	goodBase := a.goodBase

@@ -166,6 +166,16 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		default:
 			why = append(why, "no operating point: the sweep's rows have no acceptance rules")
 		}
+		// A sweep an operating_point rule judges states the judge's
+		// answer, which also says when a point above it went unjudged.
+		if in.Decision != nil {
+			for _, op := range in.Decision.OperatingPoints {
+				if op.Base == base {
+					sa.OperatingPoint = op.Row
+					why[0] = op.Why
+				}
+			}
+		}
 		knee, kneeWhy := findKnee(in, idx)
 		sa.Knee = knee
 		why = append(why, kneeWhy)

@@ -308,7 +308,7 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 // run makes the sweep inconclusive.
 func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []OperatingPoint {
 	var out []OperatingPoint
-	byBase := map[string]*OperatingPoint{}
+	byBase := map[string]int{} // index into out
 	for _, a := range plan.Acceptance {
 		if a.Sweep != schema.SweepOperatingPoint {
 			continue
@@ -318,15 +318,14 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 			if row == nil || row.ID == row.Base {
 				continue
 			}
-			op := byBase[row.Base]
-			if op == nil {
+			i, ok := byBase[row.Base]
+			if !ok {
+				i = len(out)
+				byBase[row.Base] = i
 				out = append(out, OperatingPoint{Base: row.Base})
-				op = &out[len(out)-1]
-				byBase[row.Base] = op
-				// out may grow: keep pointers valid by indexing later.
 			}
-			if !contains(op.Rules, a.Name) {
-				op.Rules = append(op.Rules, a.Name)
+			if !contains(out[i].Rules, a.Name) {
+				out[i].Rules = append(out[i].Rules, a.Name)
 			}
 		}
 	}
@@ -350,7 +349,7 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 				if tp := rs.Throughput.OutputTokensPerS; best == "" || tp > bestTP {
 					best, bestTP = p.ID, tp
 				}
-			case Rejected, Fail:
+			case Rejected:
 				op.Rejected = append(op.Rejected, p.ID)
 			}
 		}

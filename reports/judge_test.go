@@ -158,6 +158,7 @@ func TestRulesOnMissingData(t *testing.T) {
 		{"ttft.p95 < 100 || e2e.p95 < 100", true}, // e2e alone decides
 		{"ttft.p95 < 100", false},
 		{"!(ttft.p95 > 1000)", false}, // would pass on NaN or 0
+		{"ttft.p95 > 100", false},     // would pass on missing data read as +Inf alone
 		{"ttft.count == 0 && e2e.p95 < 100", true},
 		{"p(ttft, 90) < 5", false},
 	}

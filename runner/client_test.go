@@ -566,3 +566,48 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestNonStreamedEndIsTheLastByte: a non-streamed response ends when its
+// last byte is read, not when the read that finds the end of the body
+// returns. Here the server writes the whole JSON body, then holds the
+// connection 150 ms before ending the chunked body.
+func TestNonStreamedEndIsTheLastByte(t *testing.T) {
+	body := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"a b c"},"finish_reason":"length"}],` +
+		`"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":4}}}`
+	srv := scripted(t, http.StatusOK, "application/json", step{data: body}, step{delay: 150 * time.Millisecond, data: ""})
+	rec := doOne(t, testClient(t, "chat"), srv.URL, false, 5*time.Second)
+	if rec.Error != nil {
+		t.Fatal(rec.Error)
+	}
+	if end := time.Duration(rec.EndNS); end > 100*time.Millisecond {
+		t.Errorf("end %v; want the last byte's time, before the server's 150 ms wait", end)
+	}
+	if rec.CachedTokens == nil || *rec.CachedTokens != 4 {
+		t.Errorf("cached tokens %v; want the usage's 4", rec.CachedTokens)
+	}
+}
+
+// TestCachedTokensFromTheStream: usage.prompt_tokens_details.cached_tokens
+// (vLLM, SGLang, llama.cpp) or llama.cpp's timings.cache_n, whichever the
+// server sends; nothing when it sends neither.
+func TestCachedTokensFromTheStream(t *testing.T) {
+	for _, tt := range []struct {
+		name, usage string
+		want        *int
+	}{
+		{"openai", `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":5}}}`, intp(5)},
+		{"llama.cpp timings", `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8},"timings":{"cache_n":6,"prompt_n":1}}`, intp(6)},
+		{"none", `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`, nil},
+	} {
+		srv := scripted(t, http.StatusOK, "text/event-stream", step{data: chatDelta("hi")}, step{data: sse(tt.usage)}, step{data: "data: [DONE]\n\n"})
+		rec := doOne(t, testClient(t, "chat"), srv.URL, true, 5*time.Second)
+		if rec.Error != nil {
+			t.Fatalf("%s: %+v", tt.name, rec.Error)
+		}
+		if (rec.CachedTokens == nil) != (tt.want == nil) || (tt.want != nil && *rec.CachedTokens != *tt.want) {
+			t.Errorf("%s: cached %v; want %v", tt.name, deref(rec.CachedTokens), deref(tt.want))
+		}
+	}
+}
+
+func intp(v int) *int { return &v }

@@ -32,7 +32,9 @@ const maxConditioned = 1 << 20
 // then measured ones, and rescales them so that the warmup arrivals span
 // exactly warm/rate seconds up to the first measured one, and the measured
 // ones exactly (measured−1)/rate from first to last: the row offers
-// exactly the rate it names, however few requests it sends.
+// exactly the rate it names, however few requests it sends. A row stopped
+// by duration is conditioned on the count its duration holds at the rate
+// (arrivals past them, should the row run on, are drawn as they come).
 //
 // For Poisson arrivals this is the arrival process conditioned on its
 // count: n exponential gaps divided by their sum are distributed as the

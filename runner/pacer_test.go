@@ -86,3 +86,48 @@ func TestArrivalsAreSeeded(t *testing.T) {
 		t.Errorf("same seed same schedule: %v; other seed differs: %v", same, differ)
 	}
 }
+
+// TestConditionedArrivals: a row of n requests at rate r offers exactly
+// rate r: its measured arrivals span (n−1)/r, its warmup ones lead up to
+// them in w/r, and the gaps keep their randomness (a Poisson sample's
+// gaps vary, a constant schedule's do not).
+func TestConditionedArrivals(t *testing.T) {
+	for _, kind := range []string{"poisson", "gamma"} {
+		const warm, n, rate = 5, 30, 10.0
+		a := newArrivals(rate, kind, 0.5, 3).conditioned(warm, n)
+		var at []float64
+		for range warm + n + 3 {
+			at = append(at, a.next().Seconds())
+		}
+		if d := at[warm] - at[0]; math.Abs(d-warm/rate) > 1e-6 {
+			t.Errorf("%s: warmup spans %v s; want %v", kind, d, warm/rate)
+		}
+		if d := at[warm+n-1] - at[warm]; math.Abs(d-(n-1)/rate) > 1e-6 {
+			t.Errorf("%s: measured arrivals span %v s; want %v", kind, d, (n-1)/rate)
+		}
+		gaps := map[float64]bool{}
+		for i := warm + 1; i < warm+n; i++ {
+			if at[i] < at[i-1] {
+				t.Fatalf("%s: arrivals out of order", kind)
+			}
+			gaps[math.Round((at[i]-at[i-1])*1e6)] = true
+		}
+		if len(gaps) < n/2 {
+			t.Errorf("%s: %d distinct gaps of %d; the randomness is gone", kind, len(gaps), n-1)
+		}
+		// Past the conditioned ones, arrivals go on at the rate.
+		if at[warm+n+2] <= at[warm+n+1] {
+			t.Errorf("%s: arrivals stop after the conditioned ones", kind)
+		}
+	}
+	// The same seed gives the same schedule; constant needs nothing.
+	x, y := newArrivals(10, "poisson", 0, 9).conditioned(2, 10), newArrivals(10, "poisson", 0, 9).conditioned(2, 10)
+	for range 12 {
+		if x.next() != y.next() {
+			t.Fatal("conditioned schedules differ for one seed")
+		}
+	}
+	if c := newArrivals(10, "constant", 0, 1).conditioned(2, 10); c.gaps != nil {
+		t.Error("a constant schedule was rescaled")
+	}
+}

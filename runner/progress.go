@@ -13,6 +13,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/validity"
 )
 
 // progressEvery is how often a running row reports off a terminal: plain
@@ -176,7 +177,7 @@ func (p *progress) stop() {
 	}
 }
 
-func (p *progress) end(s *metrics.RowSummary) {
+func (p *progress) end(s *metrics.RowSummary, v validity.Verdict) {
 	p.stop()
 	line := fmt.Sprintf("  %s: %d ok, %d failed in %.1f s", s.ID, s.Requests.Completed, s.Requests.Failed, time.Since(p.start).Seconds())
 	if m := s.Metrics; m.TTFT.Count > 0 {
@@ -192,5 +193,11 @@ func (p *progress) end(s *metrics.RowSummary) {
 	p.logf("%s", line)
 	for _, n := range s.SelfCheck.Notes {
 		p.logf("  %s: warning: %s", s.ID, n)
+	}
+	// Whether the row's figures can be trusted, said as it ends, so that
+	// a long run's user can stop and fix the setup rather than wait for
+	// the record.
+	for _, r := range v.Reasons {
+		p.logf("  %s: INVALID (%s): %s", s.ID, r.Check, r.Message)
 	}
 }

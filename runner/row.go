@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -251,8 +252,18 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	case schema.ModeRate:
 		l := rr.row.Load
 		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
-		if r := rr.row; r.Requests > 0 && r.WarmupDuration == 0 {
-			arr = arr.conditioned(r.Warmup, r.Requests)
+		// The warmup and measured arrivals each offer exactly the rate,
+		// counted in requests or in seconds (see conditioned).
+		r := rr.row
+		warm, measured := r.Warmup, r.Requests
+		if r.WarmupDuration > 0 {
+			warm = int(math.Round(r.WarmupDuration.D().Seconds() * l.Rate))
+		}
+		if measured == 0 && r.Duration > 0 {
+			measured = int(math.Round(r.Duration.D().Seconds() * l.Rate))
+		}
+		if measured > 0 {
+			arr = arr.conditioned(warm, measured)
 		}
 		rr.openLoop(ctx, inflight, &wg, func() (time.Duration, bool) { return arr.next(), true })
 	case schema.ModeTrace:

@@ -32,6 +32,7 @@ import (
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
 	"github.com/infermatrix/infermatrix/tokenizer"
+	"github.com/infermatrix/infermatrix/validity"
 )
 
 // Options configure a run.
@@ -345,7 +346,13 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 		_ = dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s)
 		return s, interrupted, err
 	}
-	prog.end(&s)
+	var rules []schema.AcceptanceRule
+	for _, a := range plan.Acceptance {
+		if slices.Contains(a.Rows, row.ID) {
+			rules = append(rules, a)
+		}
+	}
+	prog.end(&s, validity.Row(validity.Input{Row: row, Summary: &s, Rules: rules, Config: plan.Validity}))
 	if err := dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s); err != nil {
 		return s, interrupted, err
 	}

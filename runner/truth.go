@@ -71,7 +71,7 @@ func (c *truthCollector) line(p []byte) {
 }
 
 func (c *truthCollector) record(r *metrics.Record) {
-	if r.OK() && r.Stream && r.ResponseID != "" && len(r.Events) > 0 {
+	if r.OK() && !r.Warmup && r.Stream && r.ResponseID != "" && len(r.Events) > 0 {
 		c.mu.Lock()
 		c.recs = append(c.recs, r)
 		c.mu.Unlock()

@@ -268,7 +268,10 @@ func judgedText(d *reports.Decision) string {
 		}
 	}
 	s := fmt.Sprintf("%d of %d judged rows pass", pass, pass+fail+rejected)
-	if rejected > 0 {
+	switch {
+	case rejected == 1:
+		s += ", 1 sweep point past the operating point"
+	case rejected > 1:
 		s += fmt.Sprintf(", %d sweep points past the operating point", rejected)
 	}
 	return s

@@ -261,8 +261,10 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	verdicts := map[string]string{}
+	valid := map[string]bool{}
 	for _, rv := range d.Rows {
 		verdicts[rv.ID] = rv.Verdict
+		valid[rv.ID] = rv.Validity.Valid
 		for _, why := range rv.Validity.Reasons {
 			switch why.Check {
 			case "client_cpu", "dispatch_lag", "client_stall", "bursts", "simulator", "stamp_error":
@@ -293,8 +295,19 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		if !strings.Contains(r.stdout, "operating point of sweep: "+op) || !strings.Contains(md, "operating point `"+op+"`") {
 			t.Errorf("the operating point is not stated:\n%s", r.stdout)
 		}
-		if verdicts["arrivals"] != "pass" || !strings.Contains(md, "| **supported** |") {
-			t.Errorf("arrivals %s; H1 not supported:\n%s", verdicts["arrivals"], md)
+		if verdicts["arrivals"] != "pass" {
+			t.Errorf("arrivals %s; want pass", verdicts["arrivals"])
+		}
+		// H1 reads two rows without rules of their own (single_user) or
+		// below the operating point (sweep/c=8): a busy host can make them
+		// invalid without touching the verdict, and H1 is then
+		// inconclusive rather than supported.
+		h1 := "| **supported** |"
+		if !valid["single_user"] || !valid["sweep/c=8"] {
+			h1 = "| **inconclusive** | "
+		}
+		if !strings.Contains(md, h1) {
+			t.Errorf("H1 is not %q:\n%s", h1, md)
 		}
 	} else {
 		t.Logf("INCONCLUSIVE on this host: %s", r.stdout)
