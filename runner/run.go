@@ -200,6 +200,10 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
 		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
 	}}
+	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf}
+	if opts.Terminal {
+		rs.bar = opts.Log
+	}
 	var runErr error
 	for i := range plan.Rows {
 		row := &plan.Rows[i]
@@ -209,11 +213,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		}
 		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
 			headers: mergeHeaders(plan.Server.Headers, row.Headers), tok: toks[row.Tokenizer]}
-		var bar io.Writer
-		if opts.Terminal {
-			bar = opts.Log
-		}
-		s, interrupted, err := runRow(ctx, dir, plan, row, i, nonce, model, urls, cl, gt, bi, logf, bar)
+		s, interrupted, err := rs.runRow(ctx, row, i, cl)
 		res.Summary.Rows = append(res.Summary.Rows, s)
 		if err != nil {
 			runErr = fmt.Errorf("row %s: %w", row.ID, err)
@@ -261,14 +261,28 @@ func writeStart(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest) error 
 	return dir.WriteJSON(rundir.ManifestFile, man)
 }
 
+// runState is what every row of a run shares.
+type runState struct {
+	dir   *rundir.Dir
+	plan  *schema.Plan
+	nonce uint64 // the run's: prompt text and record ids
+	model string
+	urls  []string
+	gate  *gate
+	// builtin is the built-in server, nil against a real one.
+	builtin *builtinRun
+	logf    func(string, ...any)
+	bar     io.Writer // the terminal for progress bars; nil for lines
+}
+
 // runRow runs one row with its collector: the single goroutine that appends
 // each record to requests.jsonl and folds it into the summary.
-func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, index int,
-	nonce uint64, model string, urls []string, cl *client, gt *gate, bi *builtinRun, logf func(string, ...any), bar io.Writer) (metrics.RowSummary, bool, error) {
+func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index int, cl *client) (metrics.RowSummary, bool, error) {
+	dir, plan, nonce, gt, bi := st.dir, st.plan, st.nonce, st.gate, st.builtin
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error()}, false, err
 	}
-	wl, err := newWorkload(row, plan.Server.API, model, cl.tok, nonce)
+	wl, err := newWorkload(row, plan.Server.API, st.model, cl.tok, nonce)
 	if err != nil {
 		return fail(err)
 	}
@@ -283,7 +297,7 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	agg := metrics.NewAggregator(opts)
-	prog := newProgress(row, logf, bar)
+	prog := newProgress(row, st.logf, st.bar)
 	defer prog.stop()
 
 	// Each finished request is written and summarised before its goroutine
@@ -312,7 +326,7 @@ func runRow(ctx context.Context, dir *rundir.Dir, plan *schema.Plan, row *schema
 			tc.record(rec)
 		}
 	}
-	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: urls, record: record, gate: gt}
+	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.

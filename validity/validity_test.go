@@ -87,6 +87,11 @@ func TestChecksBothWays(t *testing.T) {
 		}, "too few samples for tpot.p99: 300, and a p99 needs at least 368"},
 		{Samples, rules(t, "p(ttft, 99.9) < 2000"), func(*schema.PlannedRow, *metrics.RowSummary) {}, "ttft.p99.9: 400"},
 		{SteadyState, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.WindowS = 2 }, "lasted 4.0 median end-to-end latencies"},
+		{SteadyState, ruled, func(row *schema.PlannedRow, rs *metrics.RowSummary) {
+			row.Load = schema.LoadPlan{Mode: schema.ModeRate, Rate: 2}
+			rs.SelfCheck.RequestedRate, rs.SelfCheck.ScheduledRate, rs.SelfCheck.AchievedRate = 2, 2, 2
+			rs.WindowS = 2
+		}, "lasted 4.0 median end-to-end latencies"},
 		{Errors, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) {
 			rs.Requests.Failed, rs.Errors = 8, metrics.Errors{Total: 8, Ratio: 0.02}
 		}, "2.0% of requests failed"},
@@ -195,6 +200,18 @@ func TestMinSamples(t *testing.T) {
 		if p := math.Pow(q/100, float64(n-1)); p <= 0.025 {
 			t.Errorf("q=%v n-1=%d already suffices (%.4f)", q, n-1, p)
 		}
+	}
+}
+
+// TestOneUserNeedsNoSteadyState: a closed loop of one user has no start-up
+// wave or drain; three long requests are a valid row without rules.
+func TestOneUserNeedsNoSteadyState(t *testing.T) {
+	row, rs := healthy()
+	row.Load.Concurrency = 1
+	rs.InFlight = metrics.InFlight{Mean: 1, Max: 1}
+	rs.WindowS = 2
+	if v := Row(Input{Row: row, Summary: rs, Config: schema.DefaultValidity}); !v.Valid {
+		t.Errorf("one user: %+v", v.Reasons)
 	}
 }
 
