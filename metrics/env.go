@@ -369,13 +369,8 @@ func checkNames(root ast.Node, names *nameTree, swept map[string][]string) []Exp
 				Hint: "write p(metric, percentile), e.g. p(ttft, 75)"})
 			continue
 		}
-		var q float64
-		switch a := c.Arguments[1].(type) {
-		case *ast.IntegerNode:
-			q = float64(a.Value)
-		case *ast.FloatNode:
-			q = a.Value
-		default:
+		q, ok := numberLiteral(c.Arguments[1])
+		if !ok {
 			continue
 		}
 		if q < 0 || q > 100 {
@@ -688,18 +683,34 @@ func PercentileUses(src string) []PercentileUse {
 			continue
 		}
 		_, path := chainOf(c.Arguments[0])
-		var q float64
-		switch a := c.Arguments[1].(type) {
-		case *ast.IntegerNode:
-			q = float64(a.Value)
-		case *ast.FloatNode:
-			q = a.Value
-		default:
-			continue
-		}
-		if len(path) == 1 {
+		q, ok := numberLiteral(c.Arguments[1])
+		if ok && len(path) == 1 {
 			add(PercentileUse{Metric: path[0], Q: q})
 		}
 	}
 	return out
+}
+
+// numberLiteral is the value of an integer or float literal.
+func numberLiteral(n ast.Node) (float64, bool) {
+	switch a := n.(type) {
+	case *ast.IntegerNode:
+		return float64(a.Value), true
+	case *ast.FloatNode:
+		return a.Value, true
+	}
+	return 0, false
+}
+
+// Dist returns the distribution an expression names ("ttft", "itl"), and
+// false for a name that is not one.
+func (e RowEnv) Dist(name string) (Dist, bool) {
+	v := reflect.ValueOf(e)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Type == distType && f.Tag.Get("expr") == name {
+			return v.Field(i).Interface().(Dist), true
+		}
+	}
+	return Dist{}, false
 }

@@ -121,6 +121,19 @@ func (rr *rowRun) stop(reason string) {
 	}
 }
 
+// stopIfUnreachable stops the row when the gate tripped (the server
+// refused connections for the run's unreachable_after), reporting
+// whether it did.
+func (rr *rowRun) stopIfUnreachable() bool {
+	if _, tripped := rr.gate.outage(); !tripped {
+		return false
+	}
+	rr.mu.Lock()
+	rr.stop(stopUnreachable)
+	rr.mu.Unlock()
+	return true
+}
+
 func (rr *rowRun) reason() string {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
@@ -182,11 +195,8 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 		rec := cl.rec
 		switch {
 		case rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0:
-			if rr.gate.failed(cl.probe) {
-				rr.mu.Lock()
-				rr.stop(stopUnreachable)
-				rr.mu.Unlock()
-			}
+			rr.gate.failed(cl.probe)
+			rr.stopIfUnreachable()
 		default:
 			rr.gate.done(cl.probe)
 		}
@@ -312,11 +322,7 @@ func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) 
 			for ctx.Err() == nil {
 				pass, probe := rr.gate.wait(ctx, rr.stopped)
 				if !pass {
-					if _, tripped := rr.gate.outage(); tripped {
-						rr.mu.Lock()
-						rr.stop(stopUnreachable)
-						rr.mu.Unlock()
-					}
+					rr.stopIfUnreachable()
 					return
 				}
 				t, ok := rr.take(time.Now())
@@ -406,13 +412,8 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			return
 		}
 		pass, probe := rr.gate.open()
-		if !pass {
-			if _, tripped := rr.gate.outage(); tripped {
-				rr.mu.Lock()
-				rr.stop(stopUnreachable)
-				rr.mu.Unlock()
-				return
-			}
+		if !pass && rr.stopIfUnreachable() {
+			return
 		}
 		t, ok := rr.take(due)
 		if !ok {

@@ -444,15 +444,9 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 	d := rundir.Discovered{URL: base}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	req, err := getRequest(ctx, base+"/models", apiKey, headers)
 	if err != nil {
 		return d, fmt.Errorf("%w: %v", ErrServerUnreachable, err)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -552,16 +546,10 @@ func discoverEngine(ctx context.Context, hc *http.Client, base, apiKey string, h
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		req, err := http.NewRequestWithContext(pctx, http.MethodGet, root+p.path, nil)
+		req, err := getRequest(pctx, root+p.path, apiKey, headers)
 		if err != nil {
 			cancel()
 			return
-		}
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		if apiKey != "" {
-			req.Header.Set("Authorization", "Bearer "+apiKey)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -586,4 +574,20 @@ func boolRank(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// getRequest is a GET of url with the run's headers and API key, as every
+// request the run sends carries them.
+func getRequest(ctx context.Context, url, apiKey string, headers map[string]string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	return req, nil
 }

@@ -332,26 +332,8 @@ func judgesErrors(rules []schema.AcceptanceRule) bool {
 
 // distCount is the sample count of a metric by its expression name.
 func distCount(rs *metrics.RowSummary, name string) int {
-	m := rs.Metrics
-	switch name {
-	case "ttft":
-		return m.TTFT.Count
-	case "ttfo":
-		return m.TTFO.Count
-	case "ttst":
-		return m.TTST.Count
-	case "itl":
-		return m.ITL.Count
-	case "tpot":
-		return m.TPOT.Count
-	case "e2e":
-		return m.E2E.Count
-	case "queue":
-		return m.Queue.Count
-	case "input_tokens":
-		return m.InputTokens.Count
-	case "output_tokens":
-		return m.OutputTokens.Count
+	if d, ok := metrics.NewRowEnv(rs).Dist(name); ok {
+		return d.Count
 	}
 	return math.MaxInt
 }
