@@ -146,7 +146,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	}
 
 	// The sections, in decision.md's order.
-	order := []string{"hypotheses", "verdict", "operating-point", "server-and-run", "workload-matrix", "results",
+	order := []string{"hypotheses", "verdict", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
 		"predictions", "acceptance", "rejected-rows", "client-self-check", "plots", "reproduce"}
 	last := -1
 	for _, id := range order {

@@ -347,3 +347,31 @@ func yamlAsJSON(t *testing.T, path string) any {
 	}
 	return out
 }
+
+// TestMostRequestsFailedExitCode: a run without rules whose requests
+// mostly failed is no success: exit 1, and the record says so.
+func TestMostRequestsFailedExitCode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	r := cli(t, context.Background(), "run", "testdata/all-fail.yaml", "--out", out)
+	if r.code != exitRuntime || !strings.Contains(r.stdout, "most requests failed: 20 of 20") {
+		t.Fatalf("exit %d, stdout %q; want %d and the count", r.code, r.stdout, exitRuntime)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	if !strings.Contains(md, "**Most requests failed** (20 of 20)") || !strings.Contains(md, "| `broken` | errors |") {
+		t.Errorf("decision.md does not say most requests failed, or the row is not invalid for it:\n%s", md)
+	}
+}
+
+// TestPartialRunIsInconclusive: `run --rows` leaves rows with rules
+// unjudged; the run cannot pass, and exits 5.
+func TestPartialRunIsInconclusive(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	r := cli(t, context.Background(), "run", "testdata/failing.yaml", "--rows", "fine", "--out", out)
+	if r.code != exitInconclusive || !strings.Contains(r.stdout, "verdict: INCONCLUSIVE (with rules but left out of this run (--rows): `impossible`)") {
+		t.Errorf("exit %d, stdout %q; want %d, naming the row left out", r.code, r.stdout, exitInconclusive)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	if !strings.Contains(md, "| `impossible` | | | | | | skipped | — |") {
+		t.Errorf("the workload matrix does not show the skipped row:\n%s", md)
+	}
+}
