@@ -674,7 +674,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{if .Sweeps}}
 <section id="operating-point">
 <h2>Operating point</h2>
-<p>For each sweep, the operating point is the highest-throughput row that passes acceptance, and the knee the row after which output throughput gains flatten while latency climbs.</p>
+<p>For each sweep, the operating point is the highest-throughput valid row that passes acceptance, and the knee the row after which output throughput gains flatten while latency climbs; rows that are not valid place neither.</p>
 <div class="scroll"><table>
 <thead><tr><th>Sweep</th><th>Rows</th><th>Operating point</th><th>Knee</th><th>Why</th></tr></thead>
 <tbody>

@@ -192,7 +192,7 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 			eachPoint[id] = eachPoint[id] || a.Sweep != schema.SweepOperatingPoint
 		}
 	}
-	var invalid, notRun, failed []string
+	var invalid, notRun, broken, failed []string
 	for i := range s.Rows {
 		rs := &s.Rows[i]
 		d.Sent += rs.Requests.Sent - rs.Requests.Canceled
@@ -215,7 +215,11 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 			rv.Verdict = NotRun
 		case !ran:
 			rv.Verdict = NotRun
-			if eachPoint[rs.ID] {
+			switch {
+			case !eachPoint[rs.ID]:
+			case rs.Status == metrics.RowFailed:
+				broken = append(broken, rs.ID)
+			default:
 				notRun = append(notRun, rs.ID)
 			}
 		case len(rules[rs.ID]) == 0:
@@ -276,6 +280,7 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 	why("no operating point: every point of %s was valid and none passes", opFail)
 	why("invalid, so not judged: %s", invalid)
 	why("with rules but not run: %s", notRun)
+	why("with rules but stopped by a runtime error (the Results table says which): %s", broken)
 	why("with rules but left out of this run (--rows): %s", skipped)
 	why("an operating point that a point above it, invalid or not run, might beat: %s", opInconclusive)
 	switch {
@@ -283,7 +288,7 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 		d.Verdict = Incomplete
 	case len(failed) > 0 || len(opFail) > 0:
 		d.Verdict = Fail
-	case len(invalid) > 0 || len(notRun) > 0 || len(skipped) > 0 || len(opInconclusive) > 0:
+	case len(invalid) > 0 || len(notRun) > 0 || len(broken) > 0 || len(skipped) > 0 || len(opInconclusive) > 0:
 		d.Verdict = Inconclusive
 	case !judged:
 		d.Verdict = NoRules

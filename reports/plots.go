@@ -192,10 +192,10 @@ func latencyThroughputFigure(in *Input, sw *SweepAnalysis) *figure {
 		return nil
 	}
 	type point struct {
-		id, label     string
-		x             float64
-		ttft, tpot    metrics.Dist
-		knee, opPoint bool
+		id, label              string
+		x                      float64
+		ttft, tpot             metrics.Dist
+		knee, opPoint, invalid bool
 	}
 	var pts []point
 	for _, id := range sw.Rows {
@@ -203,8 +203,14 @@ func latencyThroughputFigure(in *Input, sw *SweepAnalysis) *figure {
 		if rs == nil || rs.Status == metrics.RowNotRun || !(rs.Throughput.OutputTokensPerS > 0) || !isFinite(rs.Throughput.OutputTokensPerS) {
 			continue
 		}
+		invalid := false
+		if in.Decision != nil {
+			if rv := in.Decision.Row(id); rv != nil && !rv.Validity.Valid {
+				invalid = true
+			}
+		}
 		pts = append(pts, point{id: id, label: sweptValue(id, sw.Base), x: rs.Throughput.OutputTokensPerS,
-			ttft: rs.Metrics.TTFT, tpot: rs.Metrics.TPOT, knee: id == sw.Knee, opPoint: id == sw.OperatingPoint})
+			ttft: rs.Metrics.TTFT, tpot: rs.Metrics.TPOT, knee: id == sw.Knee, opPoint: id == sw.OperatingPoint, invalid: invalid})
 	}
 	var slo metrics.SLO
 	if in.Plan != nil {
@@ -237,6 +243,10 @@ func latencyThroughputFigure(in *Input, sw *SweepAnalysis) *figure {
 				op = append(op, plotter.XY{X: pt.x, Y: d.P95})
 				marks = append(marks, "operating point")
 				opLabel = pt.label
+			}
+			if pt.invalid {
+				// Its figures cannot be trusted: say so where it is drawn.
+				marks = append(marks, "invalid")
 			}
 			if len(marks) > 0 {
 				l += " (" + strings.Join(marks, ", ") + ")"
