@@ -74,7 +74,7 @@ func (v ValidityPlan) Ignores(check string) bool {
 
 // DefaultValidity is the validity section of a file that has none.
 var DefaultValidity = ValidityPlan{
-	ClientCPU: 0.9, ClientStallMS: 5, ZeroGapShare: 0.05, StampErrorMS: 1, SimLatenessMS: 2.5,
+	ClientCPU: 0.9, ClientStallMS: 5, ZeroGapShare: 0.05, StampErrorMS: 1, SimLatenessMS: 5,
 	LoadTolerance: 0.1, MinWindowE2E: 5, ErrorRatio: 0.01, CacheRatio: 0.05,
 }
 

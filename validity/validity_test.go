@@ -76,7 +76,7 @@ func TestChecksBothWays(t *testing.T) {
 			rs.SelfCheck.ZeroGapShare = 0.2
 		}, "20.0% of the gaps"},
 		{StampError, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.SelfCheck.StampErrorP99MS = 1.5 }, "by 1.50 ms at p99"},
-		{Simulator, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.SelfCheck.SimLatenessP99MS = 5 }, "5.00 ms late at p99"},
+		{Simulator, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.SelfCheck.SimLatenessP99MS = 10 }, "10.0 ms late at p99"},
 		{Load, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.InFlight = metrics.InFlight{Mean: 5.2, Max: 8} }, "5.20 requests in flight"},
 		{Load, ruled, func(row *schema.PlannedRow, rs *metrics.RowSummary) {
 			row.Load = schema.LoadPlan{Mode: schema.ModeRate, Rate: 10}
