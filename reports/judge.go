@@ -211,8 +211,6 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 			}
 		}
 		switch {
-		case !ran && len(rules[rs.ID]) == 0:
-			rv.Verdict = NotRun
 		case !ran:
 			rv.Verdict = NotRun
 			switch {
