@@ -816,10 +816,7 @@ func (a *Aggregator) selfCheck() SelfCheck {
 	if rate <= 0 {
 		rate = c.ScheduledRate // a trace's own rate
 	}
-	limit := 1.0 // ms: 1 ms, or a tenth of the mean gap
-	if rate > 0 {
-		limit = max(limit, 100/rate)
-	}
+	limit := DispatchLagLimitMS(rate)
 	if c.DispatchLag.Count > 0 && c.DispatchLag.P99 > limit {
 		c.ClientBound = true
 		c.Notes = append(c.Notes, fmt.Sprintf(
@@ -827,6 +824,17 @@ func (a *Aggregator) selfCheck() SelfCheck {
 			c.DispatchLag.P99, limit, c.AchievedRate, c.ScheduledRate))
 	}
 	return c
+}
+
+// DispatchLagLimitMS is the p99 dispatch lag, in ms, beyond which an
+// open-loop client fell behind its schedule at rate requests a second:
+// 1 ms, or a tenth of the mean gap between arrivals, whichever is larger.
+// Below it, lateness is small beside the arrival process itself.
+func DispatchLagLimitMS(rate float64) float64 {
+	if rate <= 0 {
+		return 1
+	}
+	return max(1, 100/rate)
 }
 
 // clientLoad fills in the CPU use and the measurement error estimate.

@@ -19,15 +19,7 @@ import (
 // run sends byte-identical prompts, the server answers them from its
 // cache, and the cache check makes every row invalid.
 func TestRowsDoNotMeasureEachOthersCache(t *testing.T) {
-	cfg, err := BuiltinConfig(schema.SimSettings{Preset: "tiny-fast"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close()
+	inst := startPreset(t, "tiny-fast")
 	run := func(mode string) []validity.Verdict {
 		t.Helper()
 		dir := t.TempDir()
@@ -70,4 +62,19 @@ validity: {ignore: [samples, steady_state, load, client_stall, simulator, bursts
 			t.Errorf("a rerun of byte-identical prompts: %+v; want invalid by cache contamination", v)
 		}
 	}
+}
+
+// startPreset serves a simulator preset on loopback for the test.
+func startPreset(t *testing.T, preset string) *sim.Instance {
+	t.Helper()
+	cfg, err := BuiltinConfig(schema.SimSettings{Preset: preset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sim.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Close() })
+	return inst
 }

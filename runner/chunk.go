@@ -374,39 +374,40 @@ func (s *chunkScanner) delta(c *choiceFields) bool {
 // usage hands the usage object, once per stream, to encoding/json: its
 // nested details have types the fast path need not learn.
 func (s *chunkScanner) usage(f *chunkFields) bool {
-	start := s.i
-	if s.peek() == 'n' {
-		return s.lit("null")
-	}
-	if s.peek() != '{' || !s.skip() {
-		return false
-	}
 	f.usageBuf = openai.Usage{}
-	if json.Unmarshal(s.data[start:s.i], &f.usageBuf) != nil {
-		return false
+	set, ok := s.object2json(&f.usageBuf)
+	if set {
+		f.usage = &f.usageBuf
 	}
-	f.usage = &f.usageBuf
-	return true
+	return ok
 }
 
 // timings hands llama.cpp's timings object, once per stream, to
 // encoding/json, as usage does.
 func (s *chunkScanner) timings(f *chunkFields) bool {
-	start := s.i
-	if s.peek() == 'n' {
-		return s.lit("null")
-	}
-	if s.peek() != '{' || !s.skip() {
-		return false
-	}
 	var t llamaTimings
-	if json.Unmarshal(s.data[start:s.i], &t) != nil {
-		return false
-	}
-	if t.CacheN != nil {
+	set, ok := s.object2json(&t)
+	if set && t.CacheN != nil {
 		f.cacheN, f.hasCacheN = *t.CacheN, true
 	}
-	return true
+	return ok
+}
+
+// object2json decodes an object member into v with encoding/json, and
+// reports whether it was an object (null leaves v alone) and whether the
+// scan may go on; anything else gives up to the slow path.
+func (s *chunkScanner) object2json(v any) (set, ok bool) {
+	start := s.i
+	if s.peek() == 'n' {
+		return false, s.lit("null")
+	}
+	if s.peek() != '{' || !s.skip() {
+		return false, false
+	}
+	if json.Unmarshal(s.data[start:s.i], v) != nil {
+		return false, false
+	}
+	return true, true
 }
 
 // str scans a string (or, when nullable, null, which leaves dst empty) and

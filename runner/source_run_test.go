@@ -14,7 +14,6 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
-	"github.com/infermatrix/infermatrix/sim"
 )
 
 // planIn loads an experiment written into dir, with its data files beside
@@ -277,15 +276,7 @@ func scrapeMetric(t *testing.T, baseURL, name string) float64 {
 // vLLM does: the shared blocks are byte-identical text, so the server's
 // prefix cache hits on them, and only on them.
 func TestTraceHitsThePrefixCache(t *testing.T) {
-	cfg, err := BuiltinConfig(schema.SimSettings{Preset: "qwen3-0.6b-h200"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close()
+	inst := startPreset(t, "qwen3-0.6b-h200")
 	const trace = `{"timestamp": 0, "input_length": 256, "output_length": 2, "hash_ids": [1, 2, 3, 4]}
 {"timestamp": 150, "input_length": 256, "output_length": 2, "hash_ids": [1, 2, 3, 5]}
 {"timestamp": 300, "input_length": 150, "output_length": 2, "hash_ids": [1, 2, 6]}
@@ -295,7 +286,7 @@ func TestTraceHitsThePrefixCache(t *testing.T) {
 	p := planIn(t, dir, fmt.Sprintf(`server: {urls: [%s], model: %s}
 rows:
   - {id: replay, trace: {file: trace.jsonl, block_size: 64}}
-`, inst.BaseURL, cfg.Model), map[string]string{"trace.jsonl": trace})
+`, inst.BaseURL, inst.Server.Config().Model), map[string]string{"trace.jsonl": trace})
 	before := scrapeMetric(t, inst.BaseURL, "vllm:prefix_cache_hits_total")
 	res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run")})
 	if err != nil {

@@ -147,10 +147,7 @@ func Row(in Input) Verdict {
 		if rate <= 0 {
 			rate = sc.ScheduledRate
 		}
-		limit := 1.0
-		if rate > 0 {
-			limit = max(limit, 100/rate)
-		}
+		limit := metrics.DispatchLagLimitMS(rate)
 		if sc.DispatchLag.P99 > limit {
 			fail(DispatchLag, "run the client on a quieter machine, or lower the rate; a trace can be replayed with a smaller speedup",
 				"requests left the client late: p99 dispatch lag %s ms (limit %s ms, the larger of 1 ms and a tenth of the mean gap between arrivals)",
