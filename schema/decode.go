@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/suggest"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // decoder turns a yaml.Node tree into Experiment values by reflection.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/suggest"
 	"github.com/infermatrix/infermatrix/metrics"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Defaults Resolve fills in. They are also the `default` tags in types.go,
