@@ -1,6 +1,6 @@
 module github.com/infermatrix/infermatrix
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/dlclark/regexp2 v1.11.0
@@ -34,4 +34,6 @@ require (
 	github.com/xuri/nfp v0.0.2-0.20250530014748-2ddeb826f9a9 // indirect
 	golang.org/x/crypto v0.53.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/term v0.48.0 // indirect
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/validity"
+	"golang.org/x/term"
 )
 
 // progressEvery is how often a running row reports off a terminal: plain
@@ -75,17 +76,24 @@ func (p *progress) drawLoop() {
 			return
 		case <-t.C:
 			p.mu.Lock()
-			line := fitWidth(p.barLine(time.Now()), termWidth())
+			line := fitWidth(p.barLine(time.Now()), termWidth(p.bar))
 			p.mu.Unlock()
 			fmt.Fprint(p.bar, "\r\x1b[K"+line)
 		}
 	}
 }
 
-// termWidth is the terminal's width as the shell exports it in COLUMNS, or
-// 80. A bar wider than the terminal wraps, and redrawing it with a carriage
-// return would then leave a stale line behind on every tick.
-func termWidth() int {
+// termWidth is the width of the terminal w writes to, asked of the terminal
+// itself on every redraw (so a resized window is followed), else COLUMNS,
+// else 80. Shells do not export COLUMNS, so it is only a fallback. A bar
+// wider than the terminal wraps, and redrawing it with a carriage return
+// would then leave a stale line behind on every tick.
+func termWidth(w io.Writer) int {
+	if f, ok := w.(interface{ Fd() uintptr }); ok {
+		if n, _, err := term.GetSize(int(f.Fd())); err == nil && n > 20 {
+			return n
+		}
+	}
 	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 20 {
 		return n
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/infermatrix/infermatrix/sim/engine"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,7 +15,9 @@ import (
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
+	"github.com/infermatrix/infermatrix/sim/engine"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 func newRoot(ctx context.Context, args []string, stdout, stderr io.Writer) *cobra.Command {
@@ -41,7 +42,6 @@ or left out), 130 interrupted.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		newRunCmd(ctx, args, stdout, stderr),
 		newValidateCmd(stdout, stderr),
@@ -51,6 +51,7 @@ or left out), 130 interrupted.`,
 		newSchemaCmd(stdout),
 		newVersionCmd(stdout),
 	)
+	wireCompletion(root)
 	return root
 }
 
@@ -94,7 +95,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
   infermatrix run experiments/quickstart.yaml
 
   # against a server, two rows only, results in a chosen directory
-  infermatrix run experiments/llama-8b.yaml --target http://127.0.0.1:8000/v1 \
+  infermatrix run experiments/llama-8b-h100-matrix.yaml --target http://127.0.0.1:8000/v1 \
       --rows short_chat,saturation --out results/after-driver-upgrade`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -322,7 +323,7 @@ func newPlanCmd(stdout io.Writer) *cobra.Command {
 		Use:   "plan FILE",
 		Short: "Show the expanded rows, request counts and an estimated duration",
 		Example: `  infermatrix plan experiments/quickstart.yaml
-  infermatrix plan experiments/llama-8b.yaml --rows saturation`,
+  infermatrix plan experiments/llama-8b-h100-matrix.yaml --rows saturation`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows}, cmd.ErrOrStderr())
@@ -466,8 +467,8 @@ func newVersionCmd(stdout io.Writer) *cobra.Command {
 }
 
 // showBar decides whether a run draws live progress bars on w: always for
-// --progress bar, never for lines, and for auto when w is a terminal that
-// can move the cursor (a character device, and TERM is not "dumb").
+// --progress bar, never for lines, and for auto when w is a terminal and
+// TERM is not "dumb" (one that cannot move the cursor).
 func showBar(mode string, w io.Writer) bool {
 	switch mode {
 	case "bar":
@@ -476,9 +477,5 @@ func showBar(mode string, w io.Writer) bool {
 		return false
 	}
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && os.Getenv("TERM") != "dumb" && term.IsTerminal(int(f.Fd()))
 }
