@@ -12,8 +12,8 @@ func TestTerminal(t *testing.T) {
 		{"\x1b]0;pwned\x07\x1b[2Jmodel", "model"},
 		{"a\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\b", "alinkb"}, // OSC 8 hyperlink ended by ST
 		{"red\x1b[31;1mtext\x1b[0m", "redtext"},
-		{"\x1b(Bcharset", "charset"},  // nF: designate G0
-		{"\x1bcreset", "reset"},       // RIS, two bytes
+		{"\x1b(Bcharset", "charset"}, // nF: designate G0
+		{"\x1bcreset", "reset"},      // RIS, two bytes
 		{"cr\roverwrite", "croverwrite"},
 		{"bell\x07 del\x7f nul\x00", "bell del nul"},
 		{"c1 \u009b2J \u0085", "c1 2J "},                 // 8-bit CSI and NEL
