@@ -51,7 +51,7 @@ func TestGroundTruth(t *testing.T) {
 	// 1. A finished stream; its id comes from the chunks.
 	events := readEvents(t, request(t, inst.BaseURL+"/chat/completions", chatStream(5), "").Body)
 	first, _ := decodeChunk(t, events[0])
-	recs := waitTruth(t, truth, 1)
+	waitTruth(t, truth, 1)
 
 	// 2. A finished non-streaming completion.
 	resp := request(t, inst.BaseURL+"/completions", `{"prompt":"one two three","max_tokens":3}`, "")
@@ -59,13 +59,13 @@ func TestGroundTruth(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
-	recs = waitTruth(t, truth, 2)
+	waitTruth(t, truth, 2)
 
 	// 3. A rate-limited request and 4. an error event after 2 tokens.
 	io.Copy(io.Discard, request(t, inst.BaseURL+"/completions", `{"prompt":"hi","max_tokens":3}`, "429").Body)
-	recs = waitTruth(t, truth, 3)
+	waitTruth(t, truth, 3)
 	readEvents(t, request(t, inst.BaseURL+"/chat/completions", chatStream(9), "error_event; after=2").Body)
-	recs = waitTruth(t, truth, 4)
+	waitTruth(t, truth, 4)
 
 	// 5. A stream the client abandons after its first token.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +82,7 @@ func TestGroundTruth(t *testing.T) {
 	}
 	cancel()
 	long.Body.Close()
-	recs = waitTruth(t, truth, 5)
+	recs := waitTruth(t, truth, 5)
 	after := time.Now()
 
 	for _, rec := range recs {
