@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
+
 package sim
 
 import (
@@ -162,7 +164,6 @@ func TestEngineOpenAIClient(t *testing.T) {
 	stream, err := openaiClient(inst).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
 		Model:         inst.Server.Config().Model,
 		Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Name three whales."}},
-		//lint:ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
 		MaxTokens:     16,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},

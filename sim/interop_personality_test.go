@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
+
 package sim
 
 import (
@@ -50,7 +52,6 @@ func TestOpenAIPersonalityStreams(t *testing.T) {
 				stream, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
 					Model:         "infermatrix-sim",
 					Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: msg}},
-					//lint:ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
 					MaxTokens:     n,
 					Stream:        true,
 					StreamOptions: &openai.StreamOptions{IncludeUsage: true},
@@ -130,7 +131,6 @@ func TestOpenAIErrorEvent(t *testing.T) {
 	stream, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
 		Model:     "infermatrix-sim",
 		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
-		//lint:ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
 		MaxTokens: 10,
 		Stream:    true,
 	})

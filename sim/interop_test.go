@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
+
 package sim
 
 import (
@@ -28,7 +30,6 @@ func TestOpenAIChatStream(t *testing.T) {
 	stream, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
 		Model:         "infermatrix-sim",
 		Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: msg}},
-		//lint:ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
 		MaxTokens:     n,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
@@ -135,7 +136,6 @@ func TestOpenAIErrors(t *testing.T) {
 	_, err := openaiClient(inst).CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
 		Model:     "infermatrix-sim",
 		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
-		//lint:ignore SA1019 max_tokens is what most clients still send, so the simulator is tested with it
 		MaxTokens: 100,
 	})
 	var reqErr *openai.RequestError
