@@ -8,7 +8,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 PKG     := github.com/infermatrix/infermatrix
 LDFLAGS := -s -w -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT)
 
-.PHONY: help build demo test fmt vet bench fuzz schema tidy-check clean
+.PHONY: help build demo test lint fmt bench fuzz schema tidy-check clean
 
 ## help: list the targets
 help:
@@ -22,7 +22,17 @@ build:
 demo: build
 	./$(BIN) run experiments/quickstart.yaml
 
-## test: gofmt check, go vet, and every test with the race detector, then every skipped test and why
+# staticcheck, pinned: go run fetches this exact version from the module
+# proxy once and caches it; nothing is installed by hand.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## lint: gofmt check, go vet and staticcheck
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## test: lint (gofmt, go vet, staticcheck), and every test with the race detector, then every skipped test and why
 # Packages run one at a time (-p 1): several tests run real load against the
 # built-in server in real time, and a package's tests competing with
 # another's for two cores would measure the contention, not the code.
@@ -31,9 +41,7 @@ demo: build
 # its reason: a test skipped for want of ../shared/tokenizers or Chromium must
 # be seen. pipefail: a go test that fails fails make, whatever testsum says.
 test: SHELL := bash
-test:
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+test: lint
 	$(GO) build -o bin/testsum ./internal/testsum
 	set -o pipefail; $(GO) test -race -p 1 -json ./... | bin/testsum \
 		-note 'INFERMATRIX_REQUIRE_SHARED=1 and INFERMATRIX_REQUIRE_CHROMIUM=1 (as .ci/run sets) turn a missing ../shared or Chromium into a failure instead of a skip.'
