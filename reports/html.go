@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 )
@@ -25,9 +26,18 @@ const ReportHTML = "report.html"
 // something cannot. Every string from the experiment, the server or the
 // run goes through html/template's escaping. The same input gives the
 // same bytes: nothing depends on the time of rendering or on map order.
+//
+// html/template leaves control characters alone, so the page is rendered
+// whole and then loses them (textsafe.Terminal): an escape sequence in a
+// model id must not reach a terminal that shows the file, and a bidi
+// override must not reorder what a browser shows.
 func WriteHTML(w io.Writer, in *Input, plots []Plot) error {
 	v := newHTMLView(in, plots)
-	if err := htmlPage.Execute(w, v); err != nil {
+	var b strings.Builder
+	if err := htmlPage.Execute(&b, v); err != nil {
+		return fmt.Errorf("write report.html: %w", err)
+	}
+	if _, err := io.WriteString(w, textsafe.Terminal(b.String())); err != nil {
 		return fmt.Errorf("write report.html: %w", err)
 	}
 	return nil
@@ -71,9 +81,11 @@ func mdSegs(s string) []seg {
 }
 
 type htmlView struct {
-	Title       string
-	Name        string
-	Description string
+	Title string
+	Name  string
+	// Description is the experiment's description, one paragraph each,
+	// as decision.md keeps them.
+	Description []string
 	Interrupted bool
 	Verdict     htmlVerdict
 	ClientBound []string
@@ -203,7 +215,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		Rejudged:    in.JudgedBy,
 		Server:      serverComparison(p, man),
 		Name:        exp.Name,
-		Description: exp.Description,
+		Description: textsafe.Paragraphs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
 		Facts:       runFacts(man),
@@ -619,7 +631,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <h1>{{.Title}}</h1>
 {{if .Simulated}}<p class="callout simulated"><strong>{{.Simulated}}</strong></p>{{end}}
 {{if .Rejudged}}<p class="callout"><strong>Re-judged.</strong> {{.Rejudged}}</p>{{end}}
-{{if .Description}}<p class="lead">{{.Description}}</p>{{end}}
+{{range .Description}}<p class="lead">{{.}}</p>{{end}}
 <nav class="toc" aria-label="Sections">
 {{- if .Hypotheses}}
 <a href="#hypotheses">Hypotheses</a>

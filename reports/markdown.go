@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -48,15 +49,17 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	if simulated(man) {
 		title += " (SIMULATED)"
 	}
-	m.printf("# %s\n\n", title)
+	m.printf("# %s\n\n", cell(title))
 	if simulated(man) {
 		m.printf("> **%s**\n\n", cell(simulatedBanner(man)))
 	}
 	if in.JudgedBy != "" {
 		m.printf("> **Re-judged.** %s\n\n", cell(in.JudgedBy))
 	}
-	if exp.Description != "" {
-		m.printf("%s\n\n", exp.Description)
+	// The description is the experiment's own prose, shown as text:
+	// its paragraphs stay, its markup does not (docs/experiment-format.md).
+	if d := textsafe.Markdown(exp.Description); d != "" {
+		m.printf("%s\n\n", d)
 	}
 	if len(d.Hypotheses) > 0 {
 		m.printf("## Hypotheses\n\n")
@@ -107,10 +110,10 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		if rv != nil {
 			verdict = rv.Verdict
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.ID, cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(r.ID), cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
 	}
 	for _, id := range p.Skipped {
-		m.printf("| `%s` | | | | | | %s | — |\n", id, verdictCell(Skipped))
+		m.printf("| %s | | | | | | %s | — |\n", code(id), verdictCell(Skipped))
 	}
 	m.printf("\n")
 
@@ -120,7 +123,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
 		if rs.Status == metrics.RowNotRun {
-			m.printf("| `%s` | not run | | | | | | | | | |\n", rs.ID)
+			m.printf("| %s | not run | | | | | | | | | |\n", code(rs.ID))
 			continue
 		}
 		mt := rs.Metrics
@@ -138,7 +141,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		if !sum.SLO.IsZero() {
 			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, cell(status),
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", code(rs.ID), cell(status),
 			triple(mt.TTFT), triple(mt.TPOT), itlCell(rs, p.Validity), triple(mt.E2E),
 			num(rs.Throughput.RequestsPerS), num(rs.Throughput.OutputTokensPerS), num(rs.Throughput.OutputTokensPerSU),
 			goodput, cell(errorsCell(rs)))
@@ -172,7 +175,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 				if rv.Verdict == Invalid {
 					res = "not judged (invalid row); its figures would " + res
 				}
-				m.printf("| `%s` | %s | %s |\n", rv.ID, cell(rr.Rule), res)
+				m.printf("| %s | %s | %s |\n", code(rv.ID), cell(rr.Rule), res)
 			}
 		}
 		m.printf("\n")
@@ -197,7 +200,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 			if rv.Verdict == Rejected {
 				past = " (past the operating point: it does not fail the run)"
 			}
-			m.printf("- `%s`%s: %s\n", rv.ID, past, strings.Join(why, "; "))
+			m.printf("- %s%s: %s\n", codeSpan(rv.ID), past, strings.Join(why, "; "))
 		}
 		m.printf("\n")
 	}
@@ -207,8 +210,10 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.plots(in.plots)
 
 	m.printf("## Reproduce\n\n")
-	m.printf("```sh\n%s\n```\n\n", reproduceCommand(man))
-	m.printf("Experiment `%s`, sha256 `%s` (check with `sha256sum -c %s` in the run directory).\n", man.Experiment.File, man.Experiment.SHA256, rundir.HashFile)
+	cmd := reproduceCommand(man)
+	fence := fenceFor(cmd)
+	m.printf("%ssh\n%s\n%s\n\n", fence, cmd, fence)
+	m.printf("Experiment %s, sha256 %s (check with `sha256sum -c %s` in the run directory).\n", codeSpan(man.Experiment.File), codeSpan(man.Experiment.SHA256), rundir.HashFile)
 	return m.err
 }
 
@@ -237,12 +242,12 @@ func (m *mdWriter) semanticsNotes(sum *metrics.Summary) {
 	if len(sum.SemanticsNotes) == 0 && len(rows) == 0 {
 		return
 	}
-	m.printf("Under semantics `%s`:\n\n", sum.Semantics)
+	m.printf("Under semantics %s:\n\n", codeSpan(sum.Semantics))
 	for _, n := range sum.SemanticsNotes {
 		m.printf("- %s.\n", cell(n))
 	}
 	for _, rs := range rows {
-		m.printf("- `%s`: %s.\n", rs.ID, cell(strings.Join(rs.SemanticsNotes, "; ")))
+		m.printf("- %s: %s.\n", codeSpan(rs.ID), cell(strings.Join(rs.SemanticsNotes, "; ")))
 	}
 	m.printf("\n")
 }
@@ -310,14 +315,14 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		if rs.Tokens.Mismatch {
 			mismatched = append(mismatched, rs)
 		}
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rs.ID, rates, lag, inflight, cpu, merr, zero, cacheCell(rs.Cache),
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", code(rs.ID), rates, lag, inflight, cpu, merr, zero, cacheCell(rs.Cache),
 			lengthCell(rs.Tokens.Input), lengthCell(rs.Tokens.Output), verdict)
 	}
 	m.printf("\n")
 	if len(mismatched) > 0 {
 		m.printf("**Token lengths differ from the requested ones:**\n\n")
 		for _, rs := range mismatched {
-			m.printf("- `%s`: %s.\n", rs.ID, cell(strings.Join(rs.Tokens.Notes, "; ")))
+			m.printf("- %s: %s.\n", codeSpan(rs.ID), cell(strings.Join(rs.Tokens.Notes, "; ")))
 		}
 		m.printf("\n")
 	}
@@ -357,9 +362,13 @@ type mdWriter struct {
 	err error
 }
 
+// printf writes a piece of the record with every control character and
+// escape sequence removed (textsafe.Terminal): decision.md is read with cat
+// as often as in a browser, and a model id or an error message from the
+// server must not drive the reader's terminal from either.
 func (m *mdWriter) printf(format string, args ...any) {
 	if m.err == nil {
-		_, m.err = fmt.Fprintf(m.w, format, args...)
+		_, m.err = io.WriteString(m.w, textsafe.Terminal(fmt.Sprintf(format, args...)))
 	}
 }
 
@@ -394,7 +403,7 @@ func (m *mdWriter) validity(d *Decision) {
 		m.printf("| Row | Check | Why | What to do |\n|---|---|---|---|\n")
 		for _, rv := range invalid {
 			for _, r := range rv.Validity.Reasons {
-				m.printf("| `%s` | %s | %s | %s |\n", rv.ID, r.Check, cell(r.Message), cell(r.Fix))
+				m.printf("| %s | %s | %s | %s |\n", code(rv.ID), cell(r.Check), cell(r.Message), cell(r.Fix))
 			}
 		}
 		m.printf("\n")
@@ -574,13 +583,12 @@ func formatValues(vs []Value) string {
 	return strings.Join(parts, ", ")
 }
 
-// cell makes text safe inside a Markdown table cell. Server-supplied text
-// (error messages) goes through it too: pipes would break the table, and
-// raw HTML has no place in a record.
+// cell makes text safe inside a Markdown table cell, and anywhere else on
+// a line: textsafe.MarkdownCell. Server-supplied text (model ids, error
+// messages) and the experiment's prose go through it, so that nothing in
+// them can become a tag, a link, an image or a new table cell.
 func cell(s string) string {
-	s = oneLine(s)
-	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;")
-	return r.Replace(s)
+	return textsafe.MarkdownCell(s)
 }
 
 // code formats text as a code span that is safe in a table cell. Inside a
@@ -590,17 +598,35 @@ func code(s string) string {
 	return codeSpan(strings.ReplaceAll(s, "|", `\|`))
 }
 
-// codeSpan formats text as a code span outside tables.
+// codeSpan formats text as a code span outside tables. Markup inside a
+// code span is shown as written; only a backtick could end it early, so
+// the delimiter is one backtick longer than the longest run inside.
 func codeSpan(s string) string {
-	s = oneLine(s)
+	s = strings.Join(strings.Fields(textsafe.Terminal(s)), " ")
+	delim := strings.Repeat("`", longestRun(s, '`')+1)
 	if strings.Contains(s, "`") {
-		return "`` " + s + " ``"
+		return delim + " " + s + " " + delim
 	}
-	return "`" + s + "`"
+	return delim + s + delim
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// fenceFor is a code fence that text cannot close: longer than any run of
+// backticks in it.
+func fenceFor(text string) string {
+	return strings.Repeat("`", max(3, longestRun(text, '`')+1))
+}
+
+func longestRun(s string, c byte) int {
+	best, n := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			n++
+			best = max(best, n)
+		} else {
+			n = 0
+		}
+	}
+	return best
 }
 
 // reproduceCommand is the command that ran the experiment, shell-quoted.
@@ -672,7 +698,7 @@ func (m *mdWriter) operatingPoints(an *Analysis) {
 	}
 	m.printf("## Operating point\n\n")
 	for _, sw := range an.Sweeps {
-		m.printf("- **`%s`**: %s\n", sw.Base, sw.Why)
+		m.printf("- **%s**: %s\n", codeSpan(sw.Base), sw.Why)
 	}
 	m.printf("\n")
 }
@@ -688,7 +714,7 @@ func (m *mdWriter) predictions(p *schema.Plan, preds []RowPrediction) {
 	if p.Experiment != nil && p.Experiment.Predict != nil {
 		if d, err := p.Experiment.Predict.Deployment(); err == nil {
 			m.printf(" Assumed: %s on %d× %s, weights %g bytes and KV %g bytes per element, η_bw %g, η_f %g.",
-				d.Model.Name, d.Replicas, d.GPU.Name, d.Precision.Weight, d.Precision.KV, d.Efficiency.Bandwidth, d.Efficiency.FLOPs)
+				cell(d.Model.Name), d.Replicas, cell(d.GPU.Name), d.Precision.Weight, d.Precision.KV, d.Efficiency.Bandwidth, d.Efficiency.FLOPs)
 		}
 	}
 	m.printf("\n\n")
@@ -706,7 +732,7 @@ func (m *mdWriter) predictions(p *schema.Plan, preds []RowPrediction) {
 		return num(v) + " ms"
 	}
 	for _, p := range preds {
-		m.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s<br>%s |\n", p.Row, num(p.Context),
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s<br>%s |\n", code(p.Row), num(p.Context),
 			num(p.DecodeTokensPerS), ms(p.TPOTBoundMS), ms(p.MeasuredTPOTMS), ratio(p.TPOTRatio),
 			ms(p.PrefillBoundMS), ms(p.MeasuredTTFTMS), ratio(p.TTFTRatio),
 			num(float64(p.KVCapacityTokens)), num(float64(p.MaxConcurrency)), p.Regime, cell(p.Evidence))

@@ -143,40 +143,38 @@ func MarkdownCell(s string) string {
 }
 
 // Markdown renders s, a free-text block such as an experiment's
-// description, as Markdown that shows it as text: paragraphs (separated by
-// a blank line) are kept, the lines of a paragraph are joined, and each
-// paragraph is escaped as MarkdownCell escapes a cell, except for pipes,
-// which cannot form a table in a one-line paragraph. A paragraph that
-// would open a block (heading, quote, list, rule, fence) has its first
-// character escaped.
+// description, as Markdown that shows it as text: its Paragraphs are kept,
+// each escaped as MarkdownCell escapes a cell, except for pipes, which
+// cannot form a table in a one-line paragraph. A paragraph that would open
+// a block (heading, quote, list, rule, fence) has its first character
+// escaped.
 func Markdown(s string) string {
-	s = Terminal(s)
-	var paras []string
-	for _, p := range splitParagraphs(s) {
-		if p = oneLine(p); p != "" {
-			paras = append(paras, blockStart(inline(p, false)))
-		}
+	paras := Paragraphs(s)
+	for i, p := range paras {
+		paras[i] = blockStart(inline(p, false))
 	}
 	return strings.Join(paras, "\n\n")
 }
 
-// splitParagraphs splits text at blank (or whitespace-only) lines.
-func splitParagraphs(s string) []string {
-	var out []string
-	var cur []string
-	for _, line := range strings.Split(s, "\n") {
+// Paragraphs splits free text at blank (or whitespace-only) lines into
+// paragraphs, each on one line with its whitespace runs made one space,
+// and without controls (Terminal). Renderers show each as a paragraph.
+func Paragraphs(s string) []string {
+	var out, cur []string
+	flush := func() {
+		if p := oneLine(strings.Join(cur, " ")); p != "" {
+			out = append(out, p)
+		}
+		cur = nil
+	}
+	for _, line := range strings.Split(Terminal(s), "\n") {
 		if strings.TrimSpace(line) == "" {
-			if len(cur) > 0 {
-				out = append(out, strings.Join(cur, "\n"))
-				cur = nil
-			}
+			flush()
 			continue
 		}
 		cur = append(cur, line)
 	}
-	if len(cur) > 0 {
-		out = append(out, strings.Join(cur, "\n"))
-	}
+	flush()
 	return out
 }
 
