@@ -193,6 +193,9 @@ func options(env any) []expr.Option {
 		expr.Env(env),
 		expr.AsBool(),
 		expr.Function("p", pFunc, new(func(Dist, float64) float64), new(func(Dist, int) float64)),
+		expr.DisableBuiltin("now"),
+		expr.DisableBuiltin("date"),
+		expr.DisableBuiltin("timezone"),
 	}
 }
 
@@ -356,12 +359,29 @@ func hypothesisNames(rows []string) *nameTree {
 // parser resolves itself).
 var functions = map[string]bool{"p": true}
 
+// impure lists expr-lang builtins whose result depends on something other
+// than the measurements: the clock, the environment or the file system. A
+// rule must give the same verdict whenever it is judged (at the end of the
+// run, or when `report` rebuilds a record a year later, on another
+// machine), so these are refused at load time and disabled in the compiler.
+var impure = map[string]string{
+	"now":      "now() depends on the clock",
+	"date":     "date() depends on the clock and the local time zone",
+	"timezone": "timezone() depends on the system's time zone database",
+}
+
 // checkNames reports every name in the expression that the environment does
 // not define, with the closest valid names as hints.
 func checkNames(root ast.Node, names *nameTree, swept map[string][]string) []ExprProblem {
 	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
 	ast.Walk(&root, v)
 	var probs []ExprProblem
+	for _, b := range v.impure {
+		loc := b.Location()
+		probs = append(probs, ExprProblem{From: loc.From, To: loc.From + len([]rune(b.Name)),
+			Message: "rules must give the same verdict whenever they are judged; " + impure[b.Name],
+			Hint:    "compare measurements only, e.g. ttft.p95 < 1000"})
+	}
 	for _, c := range v.pcalls {
 		if len(c.Arguments) != 2 {
 			loc := c.Location()
@@ -408,6 +428,7 @@ type nameVisitor struct {
 	callees map[ast.Node]bool
 	lets    map[string]bool
 	pcalls  []*ast.CallNode
+	impure  []*ast.BuiltinNode
 }
 
 func (v *nameVisitor) Visit(node *ast.Node) {
@@ -427,6 +448,10 @@ func (v *nameVisitor) Visit(node *ast.Node) {
 		}
 	case *ast.VariableDeclaratorNode:
 		v.lets[n.Name] = true
+	case *ast.BuiltinNode:
+		if _, ok := impure[n.Name]; ok {
+			v.impure = append(v.impure, n)
+		}
 	}
 }
 
@@ -540,7 +565,8 @@ func sameDepth(names []string, depth int) []string {
 // the measured numbers behind a verdict ("tpot.p95 = 52.1").
 func Value(src string, env any) (any, error) {
 	opts := options(env)
-	prog, err := expr.Compile(src, opts[0], opts[2])
+	// Every option but AsBool (the second): a value need not be a verdict.
+	prog, err := expr.Compile(src, append(opts[:1:1], opts[2:]...)...)
 	if err != nil {
 		return nil, fmt.Errorf("compile %q: %w", src, err)
 	}

@@ -117,3 +117,52 @@ func TestSelfCheckAndTokenNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesArePure checks that functions reading the clock, the time zone
+// or the file system are refused, in acceptance rules and hypotheses, at
+// the offset of the call, while pure builtins such as duration stay usable.
+func TestRulesArePure(t *testing.T) {
+	tests := []struct {
+		src      string
+		wantFrom int    // offset of the refused call; -1 = compiles
+		wantWhy  string // what the call depends on
+	}{
+		{"now().Year() > 2000", 0, "clock"},
+		{"1 < 2 && now().Hour() < 12", 9, "clock"},
+		{"date('2020-01-01').Year() > 2000", 0, "time zone"},
+		{"timezone('UTC') != nil", 0, "time zone database"},
+		{"(now() | date()) != nil", 1, "clock"},
+		{"duration('1s') > duration('0s') && abs(ttft.p95) < 1", -1, ""},
+	}
+	for _, tt := range tests {
+		for name, compile := range map[string]func(string) []ExprProblem{
+			"CompileRow": func(s string) []ExprProblem { _, p := CompileRow(s); return p },
+			"CompileHypothesis": func(s string) []ExprProblem {
+				_, p := CompileHypothesis(strings.ReplaceAll(s, "ttft.p95", "rows.a.ttft.p95"), []string{"a"}, nil)
+				return p
+			},
+		} {
+			probs := compile(tt.src)
+			if tt.wantFrom < 0 {
+				if len(probs) > 0 {
+					t.Errorf("%s(%q) = %+v; want no problems", name, tt.src, probs)
+				}
+				continue
+			}
+			if len(probs) == 0 {
+				t.Errorf("%s(%q) compiles; want it refused as impure", name, tt.src)
+				continue
+			}
+			p := probs[0]
+			if p.From != tt.wantFrom || !strings.Contains(p.Message, "same verdict whenever they are judged") || !strings.Contains(p.Message, tt.wantWhy) {
+				t.Errorf("%s(%q) = %+v; want at %d a problem saying it depends on the %s", name, tt.src, p, tt.wantFrom, tt.wantWhy)
+			}
+		}
+	}
+	// The compiler refuses them too, should a caller skip the name check.
+	for _, f := range []string{"now", "date", "timezone"} {
+		if _, err := Value(f+"()", RowEnv{}); err == nil {
+			t.Errorf("Value(%s()) evaluated; want the builtin disabled", f)
+		}
+	}
+}

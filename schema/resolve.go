@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/suggest"
 	"github.com/infermatrix/infermatrix/metrics"
 	"go.yaml.in/yaml/v3"
@@ -58,12 +59,6 @@ var reservedBody = map[string]string{
 	"echo":    "an echoed prompt would count as generated text",
 }
 
-// secretHeaders are header names that carry credentials. Headers are
-// recorded in the manifest and records; keys must come from api_key_env.
-var secretHeaders = map[string]bool{
-	"authorization": true, "proxy-authorization": true, "api-key": true, "x-api-key": true, "cookie": true,
-}
-
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 type resolver struct {
@@ -111,7 +106,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	if e.APIVersion != "" && e.APIVersion != APIVersion {
 		r.problem("apiVersion", "this build reads "+APIVersion, "unsupported apiVersion %q", e.APIVersion)
 	}
-	if e.Name != "" && !idPattern.MatchString(e.Name) {
+	if e.Name != "" && r.checkID("name", "the name", e.Name) && !idPattern.MatchString(e.Name) {
 		r.problem("name", "use letters, digits, '.', '_' and '-': it names the run directory", "invalid name %q", e.Name)
 	}
 	plan.Server = r.server(opts.Target)
@@ -168,7 +163,7 @@ func (r *resolver) server(target string) ServerPlan {
 		}
 	}
 	p := ServerPlan{
-		API: s.API, Model: s.Model, APIKeyEnv: s.APIKeyEnv, Headers: s.Headers,
+		API: s.API, Model: s.Model, APIKeyEnv: s.APIKeyEnv, Headers: s.Headers, HeaderEnv: s.HeaderEnv,
 		Engine: s.Engine, Hardware: s.Hardware, Sim: s.Sim,
 	}
 	if p.API == "" {
@@ -196,32 +191,31 @@ func (r *resolver) server(target string) ServerPlan {
 		if target != "" {
 			path = "server"
 		}
+		// Messages show the URL redacted (redact.URL): one with a
+		// password or a key in its query is refused, not echoed.
 		pu, err := url.Parse(u)
+		shown := redact.URL(u)
 		switch {
 		case err != nil:
-			r.problem(path, "", "invalid URL %q: %v", u, err)
+			r.problem(path, "", "invalid URL %q: %s", shown, urlParseError(u, err))
 		case pu.Scheme != "http" && pu.Scheme != "https":
-			r.problem(path, "write it as http://host:port/v1", "URL %q must start with http:// or https://", u)
+			r.problem(path, "write it as http://host:port/v1", "URL %q must start with http:// or https://", shown)
 		case pu.Host == "":
-			r.problem(path, "write it as http://host:port/v1", "URL %q has no host", u)
+			r.problem(path, "write it as http://host:port/v1", "URL %q has no host", shown)
 		case pu.User != nil:
-			r.problem(path, "put credentials in the environment variable named by api_key_env", "URL %q embeds credentials, which would be recorded in the run", u)
-		case pu.RawQuery != "" || pu.Fragment != "":
-			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env", "URL %q has a query or fragment, which would be recorded in the run", u)
+			r.problem(path, "put credentials in the environment variable named by api_key_env (or header_env)", "URL %q embeds credentials, which would be recorded in the run", shown)
+		case pu.RawQuery != "" || pu.Fragment != "" || pu.ForceQuery:
+			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env or header_env", "URL %q has a query or fragment, which would be recorded in the run", shown)
 		default:
 			p.URLs = append(p.URLs, strings.TrimRight(u, "/"))
 		}
 	}
-	if s.APIKeyEnv != "" && !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(s.APIKeyEnv) {
+	if s.APIKeyEnv != "" && !envNamePattern.MatchString(s.APIKeyEnv) {
+		// Not quoted back: what is not a variable name may be the key.
 		r.problem("server.api_key_env", "name the variable, e.g. OPENAI_API_KEY, not the key itself",
-			"%q is not an environment variable name", s.APIKeyEnv)
+			"not an environment variable name (letters, digits and _, not starting with a digit)")
 	}
-	for _, k := range sortedKeys(s.Headers) {
-		if secretHeaders[strings.ToLower(k)] {
-			r.problem("server.headers."+k, "set api_key_env instead: headers are recorded in the run, keys must not be",
-				"%s header in the experiment file", k)
-		}
-	}
+	r.checkServerHeaders(s)
 	if p.Builtin {
 		r.resolveSim(&p.Sim)
 	}
@@ -236,6 +230,10 @@ func (r *resolver) report() ([]float64, []string) {
 	pcts := rep.Percentiles
 	if pcts == nil {
 		pcts = DefaultPercentiles
+	}
+	if len(pcts) > MaxPercentiles {
+		r.tooMany(indexPath("report.percentiles", MaxPercentiles), "percentiles", len(pcts), MaxPercentiles)
+		pcts = pcts[:MaxPercentiles]
 	}
 	for i, q := range pcts {
 		if q <= 0 || q >= 100 {
@@ -383,24 +381,38 @@ func (r *resolver) rows() []PlannedRow {
 		return nil
 	}
 	r.checkDefaults()
+	rows := r.exp.Rows
+	if len(rows) > MaxRows {
+		r.tooMany(indexPath("rows", MaxRows), "rows", len(rows), MaxRows)
+		rows = rows[:MaxRows]
+	}
 	seen := map[string]int{}
 	var out []PlannedRow
-	for i := range r.exp.Rows {
+	for i := range rows {
 		row := &r.exp.Rows[i]
 		rowPath := indexPath("rows", i)
 		if row.ID != "" {
-			if !idPattern.MatchString(row.ID) {
+			prev, dup := seen[row.ID]
+			switch {
+			case !r.checkID(rowPath+".id", "the row id", row.ID):
+			case !idPattern.MatchString(row.ID):
 				r.problem(rowPath+".id", "use letters, digits, '.', '_' and '-'; '/' is reserved for swept rows",
 					"invalid row id %q", row.ID)
-			} else if prev, dup := seen[row.ID]; dup {
+			case dup:
 				r.problem(rowPath+".id", fmt.Sprintf("rows[%d] has the same id", prev), "duplicate row id %q", row.ID)
 			}
 			seen[row.ID] = i
 		}
 		m := r.merge(row, rowPath)
-		out = append(out, r.expand(row, rowPath, &m)...)
+		out = append(out, r.expand(row, rowPath, &m, MaxRows-len(out))...)
 	}
 	return out
+}
+
+// tooMany reports a list longer than its limit at its first item over it.
+func (r *resolver) tooMany(path, what string, n, limit int) {
+	r.problem(path, "see Limits in docs/experiment-format.md; split the experiment into several files",
+		"%d %s, over the limit of %d", n, what, limit)
 }
 
 // checkContext rejects rows whose typical request would not fit the built-in
@@ -452,7 +464,9 @@ type sweepPoint struct {
 	value float64
 }
 
-func (r *resolver) expand(row *Row, rowPath string, m *merged) []PlannedRow {
+// expand returns the rows a row stands for: itself, or one per sweep point.
+// room is how many more rows the experiment may plan (MaxRows).
+func (r *resolver) expand(row *Row, rowPath string, m *merged, room int) []PlannedRow {
 	base := r.plannedRow(row, rowPath, m)
 	if row.Sweep == nil {
 		r.checkLoad(rowPath, m, nil)
@@ -481,6 +495,11 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged) []PlannedRow {
 			continue
 		}
 		dims = append(dims, d.key)
+		if len(vals) > MaxSweepValues {
+			r.tooMany(indexPath(swPath+"."+d.key, MaxSweepValues), d.key+" values", len(vals), MaxSweepValues)
+			lists[d.key] = vals[:MaxSweepValues]
+			vals = lists[d.key]
+		}
 		seen := map[float64]bool{}
 		for j, v := range vals {
 			if v <= 0 {
@@ -521,6 +540,15 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged) []PlannedRow {
 		r.problem(rowPath+".rate.per_second", "the sweep sets the rate; keep arrival settings under rate", "rate.per_second is both set and swept")
 	}
 	r.checkLoad(rowPath, m, dims)
+	n := 1
+	for _, key := range dims {
+		n *= len(lists[key])
+	}
+	if n > room {
+		r.problem(swPath, fmt.Sprintf("an experiment expands to at most %d rows (see Limits in docs/experiment-format.md); sweep fewer values, or split the experiment into several files", MaxRows),
+			"the sweep makes %d rows, and the experiment has room for %d more", n, max(room, 0))
+		return []PlannedRow{base}
+	}
 
 	// Cartesian product in canonical dimension order, first dimension
 	// outermost, so rows come out as a reader expects: c=1, c=4, ...
@@ -700,7 +728,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 			r.problem(m.at("tokenizer"), "write builtin, the path of a Hugging Face tokenizer.json, or a directory holding one",
 				"unknown tokenizer %q", t)
 		} else {
-			p.Tokenizer = r.statFile(m.at("tokenizer"), t)
+			p.Tokenizer = r.statTokenizer(m.at("tokenizer"), t)
 		}
 	}
 	switch {
@@ -802,12 +830,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 			r.problem(m.at("body")+"."+k, why, "body.%s is set by infermatrix", k)
 		}
 	}
-	for _, k := range sortedKeys(m.Headers) {
-		if secretHeaders[strings.ToLower(k)] {
-			r.problem(m.at("headers")+"."+k, "set server.api_key_env instead: headers are recorded in the run, keys must not be",
-				"%s header in the experiment file", k)
-		}
-	}
+	r.checkRowHeaders(row, rowPath, m.Headers)
 	return p
 }
 
@@ -856,9 +879,14 @@ func (l Length) lowest() int {
 func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 	var out []AcceptanceRule
 	names := map[string]bool{}
-	for i, a := range r.exp.Acceptance {
+	rules := r.exp.Acceptance
+	if len(rules) > MaxRules {
+		r.tooMany(indexPath("acceptance", MaxRules), "acceptance rules", len(rules), MaxRules)
+		rules = rules[:MaxRules]
+	}
+	for i, a := range rules {
 		path := indexPath("acceptance", i)
-		if names[a.Name] && a.Name != "" {
+		if r.checkID(path+".name", "the rule name", a.Name) && names[a.Name] && a.Name != "" {
 			r.problem(path+".name", "", "duplicate acceptance name %q", a.Name)
 		}
 		names[a.Name] = true
@@ -906,9 +934,14 @@ func (r *resolver) hypotheses(rows []PlannedRow) []HypothesisRule {
 		}
 	}
 	seen := map[string]bool{}
-	for i, h := range r.exp.Hypotheses {
+	hyps := r.exp.Hypotheses
+	if len(hyps) > MaxRules {
+		r.tooMany(indexPath("hypotheses", MaxRules), "hypotheses", len(hyps), MaxRules)
+		hyps = hyps[:MaxRules]
+	}
+	for i, h := range hyps {
 		path := indexPath("hypotheses", i)
-		if seen[h.ID] && h.ID != "" {
+		if r.checkID(path+".id", "the hypothesis id", h.ID) && seen[h.ID] && h.ID != "" {
 			r.problem(path+".id", "", "duplicate hypothesis id %q", h.ID)
 		}
 		seen[h.ID] = true
