@@ -74,7 +74,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-	notes, err := checkSources(plan)
+	notes, err := CheckSources(plan)
 	if err != nil {
 		return nil, err
 	}

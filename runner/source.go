@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/tokenizer"
@@ -26,14 +27,44 @@ import (
 // first request rather than halfway through a run.
 var ErrBadSource = errors.New("bad dataset or trace file")
 
-// Limits on reading source files.
+// Limits on reading source files. A dataset or trace file comes from
+// anywhere (a download, a colleague, a mount that is really a device), and
+// reading it must end, in bounded memory, whatever it holds: each limit is
+// far above what real files have, so only a broken or hostile file meets
+// one, and it is reported as file:line like any other bad line.
 const (
-	// maxSourceLine bounds one JSONL line: a prompt near a long context
-	// limit is a few megabytes; far beyond that the file is not JSONL.
-	maxSourceLine = 64 << 20
+	// maxSourceBytes bounds a whole file. ShareGPT's largest public dump
+	// is under 1 GiB and a day of Mooncake trace is tens of MiB. The file
+	// is read through a limit too, so one that grows while it is read
+	// stops there as well.
+	maxSourceBytes = 4 << 30
+	// maxSourceLine bounds one JSONL line and one ShareGPT conversation:
+	// the largest prompt (maxPromptChars), written with JSON escapes, with
+	// room to spare. Past it the file is not what its format says.
+	maxSourceLine = 4 << 20
+	// maxPromptChars bounds one prompt, in characters (a messages line:
+	// all its contents together). A million characters is a quarter of a
+	// million tokens or more, beyond any context window served today;
+	// every request copies and tokenizes its prompt, so one much larger
+	// costs the client memory for nothing the server would accept.
+	maxPromptChars = 1 << 20
+	// maxFileTokens bounds an input or output length a file gives
+	// (input_length, output_length, max_tokens, output_tokens): ten
+	// million tokens, far above any model's context.
+	maxFileTokens = 10_000_000
+	// maxTraceMS bounds a trace timestamp: seven days, in milliseconds.
+	// A timestamp past it (1e300, say) is a broken file, not a week-long
+	// replay, and would overflow the schedule.
+	maxTraceMS = 7 * 24 * 3600 * 1000
 	// maxSourceProblems is how many bad lines of one file are reported;
-	// past that the file is probably in another format altogether.
+	// past that the file is probably in another format altogether, and
+	// reading stops.
 	maxSourceProblems = 10
+	// maxProblemSpan is how far reading goes on after a file's first
+	// problem, looking for more to report at once: the first problem is
+	// reported after at most this much more reading, never after reading
+	// the rest of a large file.
+	maxProblemSpan = 16 << 20
 )
 
 // Formats of dataset and trace files.
@@ -99,18 +130,20 @@ func specOf(row *schema.PlannedRow, api string) (sourceSpec, bool) {
 type sourceError struct {
 	spec     sourceSpec
 	problems []string // "path:line: what is wrong", or "path: what is wrong"
-	more     int
+	// stopped says why reading stopped before the end of the file, when
+	// it did with problems found: the rest of the file was not checked.
+	stopped string
 }
 
 func (e *sourceError) Error() string {
 	var b strings.Builder
-	n := len(e.problems) + e.more
+	n := len(e.problems)
 	fmt.Fprintf(&b, "%s file %s: %d problem%s", e.spec.kind, e.spec.path, n, plural(n))
 	for _, p := range e.problems {
 		b.WriteString("\n  " + p)
 	}
-	if e.more > 0 {
-		fmt.Fprintf(&b, "\n  and %d more", e.more)
+	if e.stopped != "" {
+		fmt.Fprintf(&b, "\n  reading stopped %s; the rest of the file was not checked", e.stopped)
 	}
 	return b.String()
 }
@@ -124,25 +157,54 @@ func plural(n int) string {
 	return "s"
 }
 
-// problems collects a file's bad lines, keeping the first few.
+// problems collects a file's bad lines, the first few: reading stops at
+// maxSourceProblems, or maxProblemSpan bytes after the first.
 type problems struct {
-	spec sourceSpec
-	err  *sourceError
+	spec  sourceSpec
+	err   *sourceError
+	first int64 // byte offset of the first problem
 }
 
 func (p *problems) add(line int, format string, args ...any) {
 	if p.err == nil {
 		p.err = &sourceError{spec: p.spec}
 	}
-	if len(p.err.problems) >= maxSourceProblems {
-		p.err.more++
-		return
-	}
 	where := p.spec.path
 	if line > 0 {
 		where = fmt.Sprintf("%s:%d", where, line)
 	}
 	p.err.problems = append(p.err.problems, where+": "+fmt.Sprintf(format, args...))
+}
+
+// addAt is add for a problem found at byte offset off, the place reading
+// has reached.
+func (p *problems) addAt(off int64, line int, format string, args ...any) {
+	if p.err == nil {
+		p.first = off
+	}
+	p.add(line, format, args...)
+}
+
+// enough says whether to stop reading at byte offset off, because enough
+// problems are known to report now; it notes why in the error.
+func (p *problems) enough(off int64) bool {
+	if p.err == nil {
+		return false
+	}
+	p.err.stopped = stopReason(len(p.err.problems), off-p.first)
+	return p.err.stopped != ""
+}
+
+// stopReason says why reading stops with n problems found, the first
+// span bytes back, or returns "" to read on.
+func stopReason(n int, span int64) string {
+	switch {
+	case n >= maxSourceProblems:
+		return fmt.Sprintf("after %d problems", n)
+	case span > maxProblemSpan:
+		return fmt.Sprintf("%d MiB after the first problem", maxProblemSpan>>20)
+	}
+	return ""
 }
 
 func (p *problems) result() error {
@@ -160,22 +222,28 @@ type readStats struct {
 
 // readEntries reads a source file and calls keep with every usable entry,
 // in file order; keep returns false to stop reading early. A bad line does
-// not stop the read: every bad line (up to maxSourceProblems) is reported
-// together, so one pass shows everything to fix.
+// not stop the read at once: the next bad lines, up to maxSourceProblems
+// or maxProblemSpan bytes further, are reported together, so one pass
+// shows most of what to fix.
 func readEntries(spec sourceSpec, keep func(*entry) bool) (readStats, error) {
-	f, err := os.Open(spec.path)
+	ps := &problems{spec: spec}
+	f, err := openSource(spec.path)
 	if err != nil {
-		return readStats{}, &sourceError{spec: spec, problems: []string{err.Error()}}
+		ps.add(0, "%v", err)
+		return readStats{}, ps.result()
 	}
 	defer f.Close()
-	br := skipBOM(bufio.NewReaderSize(f, 1<<20))
-	ps := &problems{spec: spec}
+	br, bom := skipBOMLen(bufio.NewReaderSize(&sizeLimit{r: f, left: maxSourceBytes}, 1<<20))
 	var st readStats
 	switch spec.format {
 	case formatJSONL, formatMooncake:
+		if spec.format == formatMooncake && spec.blockSize < 1 {
+			ps.add(0, "block_size %d: want an integer ≥ 1", spec.blockSize)
+			break
+		}
 		st = readLines(br, spec, ps, keep)
 	case formatShareGPT:
-		st = readShareGPT(br, spec, ps, keep)
+		st = readShareGPT(br, f, bom, spec, ps, keep)
 	default:
 		ps.add(0, "unknown format %q", spec.format)
 	}
@@ -189,13 +257,98 @@ func readEntries(spec sourceSpec, keep func(*entry) bool) (readStats, error) {
 	return st, ps.result()
 }
 
+// openSource opens a dataset or trace file, refusing anything but a
+// regular file of at most maxSourceBytes: a device such as /dev/zero, a
+// named pipe or a directory never ends, or never starts. The file is
+// checked before it is opened (opening a named pipe waits for a writer)
+// and again once open, in case it was replaced in between.
+func openSource(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := regularSource(fi); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err == nil {
+		err = regularSource(fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// regularSource says what is wrong with a file that cannot be a source.
+func regularSource(fi os.FileInfo) error {
+	var what string
+	switch t := fi.Mode().Type(); {
+	case t.IsRegular():
+		if fi.Size() > maxSourceBytes {
+			return fmt.Errorf("the file is %.1f GiB; dataset and trace files are read up to %d GiB", float64(fi.Size())/(1<<30), maxSourceBytes>>30)
+		}
+		return nil
+	case t&os.ModeDir != 0:
+		what = "a directory"
+	case t&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case t&os.ModeSocket != 0:
+		what = "a socket"
+	case t&os.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "not a regular file"
+	}
+	return fmt.Errorf("%s: dataset and trace files must be regular files, which end", what)
+}
+
+// errSourceTooBig is returned by a sizeLimit past its limit.
+var errSourceTooBig = fmt.Errorf("the file grew past %d GiB while being read; dataset and trace files are read up to %d GiB", maxSourceBytes>>30, maxSourceBytes>>30)
+
+// sizeLimit reads at most left bytes from r, then fails with
+// errSourceTooBig if r has more. Unlike io.LimitReader it does not end
+// quietly, which would cut the file's last line short and report it as a
+// bad line, or a ShareGPT array as unterminated.
+type sizeLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *sizeLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		var one [1]byte
+		if n, _ := io.ReadFull(l.r, one[:]); n > 0 {
+			return 0, errSourceTooBig
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
 // skipBOM skips a UTF-8 byte order mark, which editors on Windows write
 // and JSON parsers reject.
 func skipBOM(br *bufio.Reader) *bufio.Reader {
+	br, _ = skipBOMLen(br)
+	return br
+}
+
+// skipBOMLen is skipBOM, also returning how many bytes it skipped.
+func skipBOMLen(br *bufio.Reader) (*bufio.Reader, int64) {
 	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
 		br.Discard(3)
+		return br, 3
 	}
-	return br
+	return br, 0
 }
 
 // readLines reads a JSONL file: one JSON object per line, blank lines
@@ -205,8 +358,10 @@ func readLines(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) boo
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxSourceLine)
 	line := 0
+	off := int64(0) // bytes read so far, near enough: a CRLF counts one
 	for sc.Scan() {
 		line++
+		off += int64(len(sc.Bytes())) + 1
 		b := bytes.TrimSpace(sc.Bytes())
 		if len(b) == 0 {
 			continue
@@ -219,19 +374,29 @@ func readLines(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) boo
 			e, msg = parseJSONL(b, spec)
 		}
 		if msg != "" {
-			ps.add(line, "%s", msg)
+			ps.addAt(off, line, "%s", msg)
+			if ps.enough(off) {
+				return st
+			}
 			continue
 		}
 		e.line = line
 		st.used++
-		if ps.err == nil && !keep(e) {
+		if ps.err != nil {
+			if ps.enough(off) {
+				return st
+			}
+			continue
+		}
+		if !keep(e) {
 			return st
 		}
 	}
 	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			ps.add(line+1, "line longer than %d MiB", maxSourceLine>>20)
-		} else {
+		switch {
+		case errors.Is(err, bufio.ErrTooLong):
+			ps.add(line+1, "line longer than %d MiB, the most a line may hold (is this %s?)", maxSourceLine>>20, spec.format)
+		default: // errSourceTooBig, or the file could not be read
 			ps.add(0, "%v", err)
 		}
 	}
@@ -261,17 +426,33 @@ func clip(b []byte) string {
 	return s
 }
 
-// intField reads an optional integer field of at least lo.
+// intField reads an optional token length: an integer of at least lo and
+// at most maxFileTokens.
 func intField(m map[string]json.RawMessage, key string, lo int) (v int, ok bool, msg string) {
 	raw, ok := m[key]
 	if !ok || string(raw) == "null" {
 		return 0, false, ""
 	}
 	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) || f < float64(lo) || f > math.MaxInt32 {
+	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) || f < float64(lo) {
 		return 0, true, fmt.Sprintf("%s: want an integer ≥ %d, got %s", key, lo, clip(raw))
 	}
+	if f > maxFileTokens {
+		return 0, true, fmt.Sprintf("%s: %s tokens is more than the %d a file may give", key, clip(raw), maxFileTokens)
+	}
 	return int(f), true, ""
+}
+
+// promptTooLong says what is wrong with a prompt of more than
+// maxPromptChars characters, or returns "".
+func promptTooLong(what, s string) string {
+	if len(s) <= maxPromptChars { // fewer bytes than the limit: fewer characters too
+		return ""
+	}
+	if n := utf8.RuneCountInString(s); n > maxPromptChars {
+		return fmt.Sprintf("%s is %d characters; a prompt may have at most %d", what, n, maxPromptChars)
+	}
+	return ""
 }
 
 // stringField reads an optional string field.
@@ -315,6 +496,9 @@ func parseJSONL(b []byte, spec sourceSpec) (*entry, string) {
 		if prompt == "" {
 			return nil, "prompt is empty"
 		}
+		if msg := promptTooLong("prompt", prompt); msg != "" {
+			return nil, msg
+		}
 		e.text = prompt
 	case hasMsgs:
 		var raws []json.RawMessage
@@ -347,8 +531,12 @@ func parseJSONL(b []byte, spec sourceSpec) (*entry, string) {
 			e.messages = append(e.messages, openai.ChatCompletionMessage{Role: role, Content: content})
 			contents = append(contents, content)
 		}
-		if strings.Join(contents, "") == "" {
+		all := strings.Join(contents, "")
+		if all == "" {
 			return nil, "every message's content is empty"
+		}
+		if msg := promptTooLong("messages' content", all); msg != "" {
+			return nil, msg
 		}
 		if spec.api == "completions" {
 			e.text, e.messages = strings.Join(contents, completionsJoin), nil
@@ -385,8 +573,11 @@ func parseMooncake(b []byte, spec sourceSpec) (*entry, string) {
 	}
 	e := &entry{mooncake: true}
 	if raw, ok := m["timestamp"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &e.atMS); err != nil || e.atMS < 0 {
+		if err := json.Unmarshal(raw, &e.atMS); err != nil || !(e.atMS >= 0) {
 			return nil, "timestamp: want a number of milliseconds ≥ 0, got " + clip(raw)
+		}
+		if e.atMS > maxTraceMS {
+			return nil, fmt.Sprintf("timestamp: %s ms is more than 7 days (%d ms), the longest trace replayed", clip(raw), maxTraceMS)
 		}
 	} else if spec.trace {
 		return nil, "timestamp: missing (milliseconds from the start of the trace)"
@@ -435,13 +626,16 @@ func shareGPTNeed(spec sourceSpec) string {
 // readShareGPT reads the ShareGPT format: one JSON array of
 // {"conversations": [{"from": "human" | "gpt", "value": ...}, ...]}. The
 // array is decoded one conversation at a time, so the file's size costs
-// nothing beyond what is kept. The prompt is the first human turn; the
-// output length, when the row sets no output_tokens, is the token count of
-// the first gpt turn after it, as vLLM's benchmark does. Conversations
-// without them are skipped and counted: the public dumps have many.
-func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) bool) readStats {
+// nothing beyond what is kept, and no conversation may be longer than
+// maxSourceLine. The prompt is the first human turn; the output length,
+// when the row sets no output_tokens, is the token count of the first gpt
+// turn after it, as vLLM's benchmark does. Conversations without them are
+// skipped and counted: the public dumps have many. f is the file r reads,
+// after bom bytes of byte order mark, for placing problems.
+func readShareGPT(r io.Reader, f io.ReaderAt, bom int64, spec sourceSpec, ps *problems, keep func(*entry) bool) readStats {
 	var st readStats
-	dec := json.NewDecoder(r)
+	win := &window{r: r, limit: maxSourceLine}
+	dec := json.NewDecoder(win)
 	// Lines are worked out from byte offsets afterwards, and only for
 	// problems: counting them while decoding would cost every good file.
 	type bad struct {
@@ -450,13 +644,13 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 		msg  string
 	}
 	var bads []bad
-	extra := 0 // bad elements past those reported
-	note := func(b bad) {
-		if len(bads) < maxSourceProblems {
-			bads = append(bads, b)
-		} else {
-			extra++
+	stopped := ""
+	note := func(b bad) { bads = append(bads, b) }
+	enough := func(off int64) bool {
+		if len(bads) > 0 {
+			stopped = stopReason(len(bads), off-bads[0].off)
 		}
+		return stopped != ""
 	}
 	defer func() {
 		if len(bads) == 0 {
@@ -466,23 +660,26 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 		for i, b := range bads {
 			offs[i] = lineOffset{off: b.off, skip: b.skip}
 		}
-		lines := linesAt(spec.path, offs)
+		lines := linesAt(f, offs)
 		for i, b := range bads {
 			ps.add(lines[i], "%s", b.msg)
 		}
-		ps.err.more += extra
+		ps.err.stopped = stopped
 	}()
 	syntax := func(err error, at int64) {
 		var se *json.SyntaxError
-		if errors.As(err, &se) {
+		switch {
+		case errors.As(err, &se):
 			note(bad{off: max(se.Offset-1, 0), msg: "not valid JSON: " + se.Error()})
-			return
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		case errors.Is(err, errValueTooLong):
+			note(bad{off: at, skip: true, msg: fmt.Sprintf("no complete JSON value within %d MiB, the most one conversation may hold", maxSourceLine>>20)})
+		case errors.Is(err, errSourceTooBig):
+			ps.add(0, "%v", err)
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			note(bad{off: at, msg: "the file ends inside the JSON array"})
-			return
+		default:
+			note(bad{off: at, msg: err.Error()})
 		}
-		note(bad{off: at, msg: err.Error()})
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -497,8 +694,19 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 		note(bad{off: 0, skip: true, msg: "want a JSON array of conversations, the ShareGPT format (for one JSON object per line, use format: jsonl)"})
 		return st
 	}
-	for i := 0; dec.More(); i++ {
+	for i := 0; ; i++ {
+		// The separators before an element, and the element itself, may
+		// each be up to maxSourceLine long (and the decoder may need one
+		// byte past a value to see its end).
+		win.limit = dec.InputOffset() + maxSourceLine
+		if !dec.More() {
+			break
+		}
 		at := dec.InputOffset()
+		win.limit = at + maxSourceLine + 1
+		if enough(at) {
+			return st
+		}
 		var c shareGPTConversation
 		if err := dec.Decode(&c); err != nil {
 			var te *json.UnmarshalTypeError
@@ -508,10 +716,14 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 					// The decoder's offset leaves out the separators
 					// Token and More consumed; decode the element again
 					// on its own to place the error exactly.
-					if off, ok := syntaxOffset(spec.path, at); ok {
+					if off, ok := syntaxOffset(f, bom, at); ok {
 						note(bad{off: off, msg: "not valid JSON: " + se.Error()})
 						return st
 					}
+				}
+				if errors.Is(err, errValueTooLong) {
+					note(bad{off: at, skip: true, msg: fmt.Sprintf("conversation %d is longer than %d MiB, the most one may hold", i, maxSourceLine>>20)})
+					return st
 				}
 				syntax(err, at)
 				return st
@@ -547,6 +759,10 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 			}
 			break
 		}
+		if msg := promptTooLong("the human turn", e.text); msg != "" {
+			note(bad{off: at, skip: true, msg: fmt.Sprintf("conversation %d: %s", i, msg)})
+			continue
+		}
 		if e.text == "" || spec.needReply && e.reply == "" {
 			st.skipped++
 			continue
@@ -560,14 +776,44 @@ func readShareGPT(r io.Reader, spec sourceSpec, ps *problems, keep func(*entry) 
 			return st
 		}
 	}
+	win.limit = dec.InputOffset() + maxSourceLine
 	if _, err := dec.Token(); err != nil {
 		syntax(err, dec.InputOffset())
 		return st
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.Is(err, errSourceTooBig) {
+			syntax(err, 0)
+			return st
+		}
 		note(bad{off: dec.InputOffset(), skip: true, msg: "unexpected data after the JSON array"})
 	}
 	return st
+}
+
+// errValueTooLong is returned by a window past its limit.
+var errValueTooLong = errors.New("JSON value too long")
+
+// window is a reader that fails with errValueTooLong once read reaches
+// limit, which its user moves forward before each JSON value: a
+// json.Decoder buffers a whole value before decoding it, and this bounds
+// what it buffers.
+type window struct {
+	r     io.Reader
+	read  int64 // bytes returned so far
+	limit int64
+}
+
+func (w *window) Read(p []byte) (int, error) {
+	if w.read >= w.limit {
+		return 0, errValueTooLong
+	}
+	if int64(len(p)) > w.limit-w.read {
+		p = p[:w.limit-w.read]
+	}
+	n, err := w.r.Read(p)
+	w.read += int64(n)
+	return n, err
 }
 
 // lineOffset is a byte offset to turn into a line number. With skip, the
@@ -578,15 +824,20 @@ type lineOffset struct {
 	skip bool
 }
 
-// linesAt returns the 1-based line of each offset in the file at path.
-func linesAt(path string, offs []lineOffset) []int {
+// linesAt returns the 1-based line of each offset in f, offsets counted
+// after a byte order mark as the decoder's are. It reads only as far as
+// the offsets need: a problem near the start of a large file costs a
+// short read.
+func linesAt(f io.ReaderAt, offs []lineOffset) []int {
 	out := make([]int, len(offs))
-	f, err := os.Open(path)
-	if err != nil {
-		return out
+	end := int64(0)
+	for _, o := range offs {
+		end = max(end, o.off)
 	}
-	defer f.Close()
-	br := skipBOM(bufio.NewReader(f)) // as the decoder's offsets do
+	// 3 for a byte order mark; a skip offset is resolved within one
+	// element's length, or placed at the line reading stopped.
+	end += 3 + maxSourceLine
+	br := skipBOM(bufio.NewReader(io.NewSectionReader(f, 0, end)))
 	order := make([]int, len(offs))
 	for i := range order {
 		order[i] = i
@@ -594,7 +845,7 @@ func linesAt(path string, offs []lineOffset) []int {
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(offs[a].off, offs[b].off) })
 	line, k := 1, 0
 	var waiting []int // skip offsets waiting for the next element's first byte
-	for pos := int64(0); ; pos++ {
+	for pos := int64(0); k < len(order) || len(waiting) > 0; pos++ {
 		c, err := br.ReadByte()
 		if err != nil {
 			break
@@ -741,33 +992,67 @@ func loadSource(row *schema.PlannedRow, api string, tok tokenizer.Tokenizer) (*s
 		for i, e := range src.entries {
 			at[i] = e.atMS
 		}
+		if n := len(at); n > 0 && !scheduleFits(at[n-1], row.Trace.Speedup) {
+			ps := &problems{spec: spec}
+			ps.add(src.entries[n-1].line, "timestamp %g ms at speedup %g is too far in the future to schedule", at[n-1], row.Trace.Speedup)
+			return nil, ps.result()
+		}
 		src.schedule = traceSchedule(at, row.Trace.Speedup)
 	}
 	return src, nil
 }
 
-// checkSources reads every dataset and trace file of the plan, the way
+// scheduleFits says whether a timestamp at a speedup is a time the
+// dispatcher can wait for: within a year, far from time.Duration's
+// overflow. Timestamps are at most maxTraceMS; a speedup far below 1 could
+// still push one out of range.
+func scheduleFits(ms, speedup float64) bool {
+	if speedup <= 0 {
+		speedup = 1
+	}
+	return ms/speedup <= float64(365*24*time.Hour/time.Millisecond)
+}
+
+// CheckSources reads every dataset and trace file of the plan, the way
 // each row will, before anything is sent: a bad line is reported now, with
-// every other bad line, not when its row comes up an hour into the run.
+// the next few bad lines, not when its row comes up an hour into the run.
 // Nothing is kept. It returns a note for each file with skipped entries.
-func checkSources(plan *schema.Plan) (notes []string, err error) {
-	seen := map[sourceSpec]bool{}
+// Its error wraps ErrBadSource. Run calls it first; validate calls it too,
+// so that a file that validates also runs.
+func CheckSources(plan *schema.Plan) (notes []string, err error) {
+	type read struct {
+		err  error
+		last float64 // the latest timestamp, for scheduleFits
+	}
+	seen := map[sourceSpec]*read{}
 	var errs []error
 	for i := range plan.Rows {
 		row := &plan.Rows[i]
 		spec, ok := specOf(row, plan.Server.API)
-		if !ok || seen[spec] {
+		if !ok {
 			continue
 		}
-		seen[spec] = true
-		st, err := readEntries(spec, func(*entry) bool { return true })
-		if err != nil {
-			errs = append(errs, fmt.Errorf("row %s: %w", row.ID, err))
-			continue
+		r, again := seen[spec]
+		if !again {
+			r = &read{}
+			seen[spec] = r
+			var st readStats
+			st, r.err = readEntries(spec, func(e *entry) bool {
+				r.last = max(r.last, e.atMS)
+				return true
+			})
+			if r.err != nil {
+				errs = append(errs, fmt.Errorf("row %s: %w", row.ID, r.err))
+			} else if st.skipped > 0 {
+				notes = append(notes, fmt.Sprintf("row %s: %s: using %d conversations, skipping %d (%s)",
+					row.ID, spec.path, st.used, st.skipped, shareGPTNeed(spec)))
+			}
 		}
-		if st.skipped > 0 {
-			notes = append(notes, fmt.Sprintf("row %s: %s: using %d conversations, skipping %d (%s)",
-				row.ID, spec.path, st.used, st.skipped, shareGPTNeed(spec)))
+		// Rows sharing a trace may replay it at different speeds.
+		if r.err == nil && spec.trace && !scheduleFits(r.last, row.Trace.Speedup) {
+			ps := &problems{spec: spec}
+			ps.add(0, "timestamp %g ms at speedup %g is too far in the future to schedule", r.last, row.Trace.Speedup)
+			errs = append(errs, fmt.Errorf("row %s: %w", row.ID, ps.result()))
 		}
 	}
 	return notes, errors.Join(errs...)
@@ -784,15 +1069,11 @@ func splitmix64(x uint64) uint64 {
 }
 
 // syntaxOffset decodes the JSON value that starts at or after byte at of
-// the file (past whitespace and one comma) and returns the file offset of
-// its syntax error.
-func syntaxOffset(path string, at int64) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	br := bufio.NewReader(io.NewSectionReader(f, at, 1<<62))
+// the decoder's input (past whitespace and one comma), which begins bom
+// bytes into f, and returns the decoder offset of its syntax error. It
+// reads at most one element's length.
+func syntaxOffset(f io.ReaderAt, bom, at int64) (int64, bool) {
+	br := bufio.NewReader(io.NewSectionReader(f, bom+at, maxSourceLine+64))
 	skipped := int64(0)
 	for {
 		b, err := br.ReadByte()

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -189,17 +190,18 @@ func TestSourceBadLines(t *testing.T) {
 }
 
 // TestSourceReportsEveryBadLine: one read reports every bad line, up to a
-// limit, and a file with nothing usable is an error too.
+// limit where it stops reading, and a file with nothing usable is an error
+// too.
 func TestSourceReportsEveryBadLine(t *testing.T) {
 	var b strings.Builder
 	for i := 0; i < 14; i++ {
 		b.WriteString(`{"prompt": ""}` + "\n")
 	}
 	path := writeFile(t, "f.jsonl", b.String())
-	_, err := checkSources(&schema.Plan{Server: schema.ServerPlan{API: "chat"}, Rows: []schema.PlannedRow{*datasetRow(path, "jsonl")}})
+	_, err := CheckSources(&schema.Plan{Server: schema.ServerPlan{API: "chat"}, Rows: []schema.PlannedRow{*datasetRow(path, "jsonl")}})
 	msg := fmt.Sprint(err)
-	if !strings.Contains(msg, "row d: dataset file "+path+": 14 problems") || !strings.Contains(msg, path+":10: prompt is empty") ||
-		strings.Contains(msg, path+":11:") || !strings.Contains(msg, "and 4 more") {
+	if !strings.Contains(msg, "row d: dataset file "+path+": 10 problems") || !strings.Contains(msg, path+":10: prompt is empty") ||
+		strings.Contains(msg, path+":11:") || !strings.Contains(msg, "reading stopped after 10 problems; the rest of the file was not checked") {
 		t.Errorf("error:\n%s", msg)
 	}
 	empty := writeFile(t, "e.jsonl", "\n\n")
@@ -262,7 +264,7 @@ func TestShareGPTDataset(t *testing.T) {
 	}
 	// The up-front check notes the skipped conversations.
 	row.Output = schema.Length{}
-	notes, err := checkSources(&schema.Plan{Server: schema.ServerPlan{API: "chat"}, Rows: []schema.PlannedRow{*row}})
+	notes, err := CheckSources(&schema.Plan{Server: schema.ServerPlan{API: "chat"}, Rows: []schema.PlannedRow{*row}})
 	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "using 2 conversations, skipping 2") {
 		t.Errorf("notes %q, err %v", notes, err)
 	}
@@ -438,8 +440,7 @@ func TestRowNeeds(t *testing.T) {
 }
 
 func TestLinesAt(t *testing.T) {
-	path := writeFile(t, "f", "ab\ncd,\n  \n  ef\n")
-	got := linesAt(path, []lineOffset{{off: 4}, {off: 0}, {off: 5, skip: true}, {off: 99}})
+	got := linesAt(strings.NewReader("ab\ncd,\n  \n  ef\n"), []lineOffset{{off: 4}, {off: 0}, {off: 5, skip: true}, {off: 99}})
 	if want := []int{2, 1, 4, 5}; !slices.Equal(got, want) {
 		t.Errorf("linesAt = %v; want %v", got, want)
 	}
@@ -459,11 +460,127 @@ func TestSourceSkipsBOM(t *testing.T) {
 	}
 }
 
+// TestShareGPTReportsAFewBadElements: reading stops at the tenth bad
+// element, and says the rest was not checked.
 func TestShareGPTReportsAFewBadElements(t *testing.T) {
 	path := writeFile(t, "sg.json", "["+strings.Repeat("1,\n", 14)+"1]")
 	_, err := loadSource(datasetRow(path, "sharegpt"), "chat", builtinTok(t))
-	if msg := fmt.Sprint(err); !strings.Contains(msg, "15 problems") || !strings.Contains(msg, path+":10: conversation 9:") ||
-		strings.Contains(msg, "conversation 10:") || !strings.Contains(msg, "and 5 more") {
+	if msg := fmt.Sprint(err); !strings.Contains(msg, "10 problems") || !strings.Contains(msg, path+":10: conversation 9:") ||
+		strings.Contains(msg, "conversation 10:") || !strings.Contains(msg, "reading stopped after 10 problems; the rest of the file was not checked") {
 		t.Errorf("error:\n%s", msg)
+	}
+}
+
+// TestEndlessSourcesAreRefused: a device never ends, so it is refused
+// before a byte is read, and promptly, whatever the format.
+func TestEndlessSourcesAreRefused(t *testing.T) {
+	for _, tt := range []struct{ path, format string }{
+		{"/dev/zero", "sharegpt"}, {"/dev/urandom", "jsonl"}, {"/dev/zero", "mooncake"}, {os.TempDir(), "jsonl"},
+	} {
+		if _, err := os.Stat(tt.path); err != nil {
+			t.Skipf("%s: %v", tt.path, err)
+		}
+		start := time.Now()
+		_, err := loadSource(datasetRow(tt.path, tt.format), "chat", builtinTok(t))
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s as %s: took %v", tt.path, tt.format, d)
+		}
+		if !errors.Is(err, ErrBadSource) || !strings.Contains(err.Error(), tt.path+": a ") || !strings.Contains(err.Error(), "must be regular files") {
+			t.Errorf("%s as %s: %v; want it refused as not a regular file", tt.path, tt.format, err)
+		}
+	}
+}
+
+// TestSourceSizeLimits: a file over the size limit is refused without
+// being read, and one that grows past it while read stops there with an
+// error rather than a quiet end.
+func TestSourceSizeLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxSourceBytes + 1); err != nil { // sparse: no disk used
+		t.Skip(err)
+	}
+	f.Close()
+	start := time.Now()
+	_, err = loadSource(datasetRow(path, "jsonl"), "chat", builtinTok(t))
+	if !errors.Is(err, ErrBadSource) || !strings.Contains(err.Error(), path+": the file is 4.0 GiB; dataset and trace files are read up to 4 GiB") || time.Since(start) > time.Second {
+		t.Errorf("a file over the limit: %v", err)
+	}
+
+	for _, tt := range []struct {
+		left int64
+		want error
+	}{{10, io.EOF}, {11, io.EOF}, {9, errSourceTooBig}} {
+		b, err := io.ReadAll(&sizeLimit{r: strings.NewReader("0123456789"), left: tt.left})
+		if tt.want == io.EOF && (err != nil || string(b) != "0123456789") || tt.want != io.EOF && !errors.Is(err, tt.want) {
+			t.Errorf("10 bytes read with a limit of %d: %q, %v; want %v", tt.left, b, err, tt.want)
+		}
+	}
+}
+
+// TestSourceLineLimits: a line, a conversation or a prompt past its limit
+// is reported at its line, and reading stops soon after the first problem
+// rather than at the end of a large file.
+func TestSourceLineLimits(t *testing.T) {
+	long := strings.Repeat("a", maxSourceLine+1)
+	tests := []struct {
+		name, format, content, want string
+	}{
+		{"jsonl line", "jsonl", `{"prompt": "hi"}` + "\n" + long, ":2: line longer than 4 MiB"},
+		{"prompt", "jsonl", `{"prompt": "` + strings.Repeat("é", maxPromptChars+1) + `"}`, ":1: prompt is 1048577 characters; a prompt may have at most 1048576"},
+		{"messages", "jsonl", `{"messages": [{"role": "user", "content": "` + strings.Repeat("a", maxPromptChars) + `"}, {"role": "user", "content": "b"}]}`, ":1: messages' content is 1048577 characters"},
+		{"conversation", "sharegpt", "[\n{\"conversations\": []},\n{\"conversations\": [{\"from\": \"human\", \"value\": \"" + long + "\"}]}]", ":3: conversation 1 is longer than 4 MiB"},
+		{"human turn", "sharegpt", "[\n{\"conversations\": [{\"from\": \"human\", \"value\": \"" + strings.Repeat("a", maxPromptChars+1) + "\"}]}]", ":2: conversation 0: the human turn is 1048577 characters"},
+		{"white space", "sharegpt", "[{\"conversations\": []}" + strings.Repeat(" ", maxSourceLine+1) + "]", ":1: no complete JSON value within 4 MiB"},
+		{"span", "jsonl", "1\n" + strings.Repeat(`{"prompt": "fine"}`+"\n", (maxProblemSpan>>4)+1000) + "2\n", ":1: want a JSON object, got 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, "f", tt.content)
+			_, err := loadSource(datasetRow(path, tt.format), "chat", builtinTok(t))
+			if err == nil || !errors.Is(err, ErrBadSource) || !strings.Contains(err.Error(), path+tt.want) {
+				t.Errorf("error:\n%v\nwant it to contain %q", err, path+tt.want)
+			}
+			if tt.name == "span" && (strings.Contains(err.Error(), "got 2") || !strings.Contains(err.Error(), "reading stopped 16 MiB after the first problem")) {
+				t.Errorf("error:\n%v\nwant reading stopped 16 MiB after the first problem, before the second", err)
+			}
+		})
+	}
+}
+
+// TestTraceValuesInRange: a timestamp or length out of range is a problem
+// of its line, not a schedule that overflows or a prompt that cannot be
+// built.
+func TestTraceValuesInRange(t *testing.T) {
+	tests := []struct {
+		line, want string
+	}{
+		{`{"timestamp": 1e300, "input_length": 10, "output_length": 1}`, ":1: timestamp: 1e300 ms is more than 7 days (604800000 ms)"},
+		{`{"timestamp": -1, "input_length": 10, "output_length": 1}`, ":1: timestamp: want a number of milliseconds ≥ 0, got -1"},
+		{`{"timestamp": 1e400, "input_length": 10, "output_length": 1}`, ":1: timestamp: want a number of milliseconds ≥ 0"},
+		{`{"timestamp": 0, "input_length": 1e8, "output_length": 1}`, ":1: input_length: 1e8 tokens is more than the 10000000 a file may give"},
+		{`{"timestamp": 0, "input_length": 10, "output_length": 10000001}`, ":1: output_length: 10000001 tokens is more than"},
+		{`{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2]}`, ":1: 2 hash_ids, but input_length 10 fills only 1 block"},
+	}
+	for _, tt := range tests {
+		path := writeFile(t, "trace.jsonl", tt.line+"\n")
+		_, err := loadSource(traceRow(path, 1, 512), "chat", builtinTok(t))
+		if err == nil || !strings.Contains(err.Error(), path+tt.want) {
+			t.Errorf("%s:\n%v\nwant %q", tt.line, err, path+tt.want)
+		}
+	}
+	// A timestamp in range, at a speed-up that would push it past what
+	// can be scheduled.
+	path := writeFile(t, "trace.jsonl", `{"timestamp": 6e8, "input_length": 10, "output_length": 1}`+"\n")
+	row := traceRow(path, 1e-9, 512)
+	want := path + ":1: timestamp 6e+08 ms at speedup 1e-09 is too far in the future to schedule"
+	if _, err := loadSource(row, "chat", builtinTok(t)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("loadSource: %v; want %q", err, want)
+	}
+	if _, err := CheckSources(&schema.Plan{Rows: []schema.PlannedRow{*row}}); err == nil || !strings.Contains(err.Error(), "too far in the future") {
+		t.Errorf("CheckSources: %v", err)
 	}
 }
