@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 )
 
@@ -28,6 +29,8 @@ func csvMetrics(m *metrics.Metrics) []struct {
 // WriteCSV writes summary.csv: one line per row, one column per statistic,
 // named as in summary.json with "_" joining metric and statistic
 // (ttft_ms_p95), for spreadsheets and pandas. Empty cells mean no samples.
+// A text cell that a spreadsheet would take for a formula (it starts with
+// =, +, -, @ or a tab) is written with a leading single quote.
 func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
 	cw := csv.NewWriter(w)
 	stats := []string{"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
@@ -57,7 +60,10 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
-		rec := []string{rs.ID, rs.Base, rs.Status, verdicts[rs.ID], strconv.Itoa(rs.Requests.Sent),
+		// Text cells, which a summary.json from elsewhere can fill with
+		// anything, cannot be formulas; numbers stay numbers.
+		txt := textsafe.SpreadsheetCell
+		rec := []string{txt(rs.ID), txt(rs.Base), txt(rs.Status), txt(verdicts[rs.ID]), strconv.Itoa(rs.Requests.Sent),
 			strconv.Itoa(rs.Requests.Completed), strconv.Itoa(rs.Requests.Failed), f(rs.WindowS)}
 		for _, m := range csvMetrics(&rs.Metrics) {
 			d := m.d
@@ -89,7 +95,7 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
 			return f(v)
 		}
 		c, tk := rs.SelfCheck, rs.Tokens
-		rec = append(rec, rs.Semantics, strconv.FormatBool(c.ClientBound),
+		rec = append(rec, txt(rs.Semantics), strconv.FormatBool(c.ClientBound),
 			opt(c.ClientCPU, c.Cores > 0), opt(c.MeasurementErrorMS, c.MeasurementErrorMS > 0),
 			opt(tk.Input.Diff, tk.Input.Requests > 0), opt(tk.Output.Diff, tk.Output.Requests > 0),
 			strconv.FormatBool(tk.Mismatch))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	xfont "golang.org/x/image/font"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -198,18 +199,28 @@ func (f *figure) render() (p Plot, err error) {
 		}
 	}()
 	img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
-	f.draw(draw.New(img))
+	f.draw(draw.New(safeText{img}))
 	var png bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: png: %w", f.name, err)
 	}
 	svg := vgsvg.New(plotWidth, plotHeight)
-	f.draw(draw.New(svg))
+	f.draw(draw.New(safeText{svg}))
 	var sb bytes.Buffer
 	if _, err := svg.WriteTo(&sb); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: svg: %w", f.name, err)
 	}
 	return Plot{Name: f.name, Title: f.title, PNG: png.Bytes(), SVG: svgFonts(sb.Bytes())}, nil
+}
+
+// safeText draws every label without control characters or escape
+// sequences (textsafe.TerminalLine). Labels carry row ids and titles from
+// the experiment; an SVG holding a control character is not XML, and the
+// plot would not show at all. vgsvg escapes <, > and & itself.
+type safeText struct{ vg.CanvasSizer }
+
+func (c safeText) FillString(f font.Face, pt vg.Point, s string) {
+	c.CanvasSizer.FillString(f, pt, textsafe.TerminalLine(s))
 }
 
 // svgFonts gives the SVG's font family fallbacks. vgsvg names Liberation

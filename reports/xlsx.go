@@ -20,6 +20,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -248,7 +249,7 @@ func (x *xlsxWriter) table(sheet string, cols []xlsxColumn, lines [][]any, fills
 		for j, v := range vals {
 			cell, _ := excelize.CoordinatesToCellName(j+1, line)
 			if v != nil {
-				if err := x.f.SetCellValue(sheet, cell, v); err != nil {
+				if err := x.f.SetCellValue(sheet, cell, xlsxText(v)); err != nil {
 					return err
 				}
 			}
@@ -274,7 +275,21 @@ func (x *xlsxWriter) table(sheet string, cols []xlsxColumn, lines [][]any, fills
 
 // note writes a line of text on a sheet that has no table.
 func (x *xlsxWriter) note(sheet, cell, text string) error {
-	return x.f.SetCellValue(sheet, cell, text)
+	return x.f.SetCellValue(sheet, cell, xlsxText(text))
+}
+
+// xlsxText is a cell's value with control characters and escape sequences
+// removed from text (textsafe.Terminal): XML cannot hold most of them, and
+// a model id or error message from the server is no place for them.
+//
+// Text needs no escaping against formulas here, unlike in summary.csv:
+// excelize writes a string as a shared or inline string cell, never as a
+// formula, so "=HYPERLINK(…)" is shown as written (xlsx_test.go checks).
+func xlsxText(v any) any {
+	if s, ok := v.(string); ok {
+		return textsafe.Terminal(s)
+	}
+	return v
 }
 
 // Summary sheet columns read by the charts.
@@ -391,7 +406,7 @@ func xlsxStr(s string) any {
 	if s == "" {
 		return nil
 	}
-	return s
+	return textsafe.Terminal(s)
 }
 
 // acceptance writes the Acceptance sheet: one line per row and rule.
@@ -508,7 +523,7 @@ func (x *xlsxWriter) charts() error {
 				continue
 			}
 			// Why is written for Markdown: its code spans' backticks go.
-			c.title, c.why, c.sweep = sw.Base, strings.ReplaceAll(sw.Why, "`", ""), true
+			c.title, c.why, c.sweep = textsafe.Terminal(sw.Base), textsafe.Terminal(strings.ReplaceAll(sw.Why, "`", "")), true
 			curves = append(curves, c)
 		}
 	}
@@ -871,7 +886,7 @@ func (x *xlsxWriter) metadata() error {
 		if err := x.f.SetCellStyle(sheet, a, a, key); err != nil {
 			return err
 		}
-		if err := x.f.SetCellValue(sheet, b, v); err != nil {
+		if err := x.f.SetCellValue(sheet, b, xlsxText(v)); err != nil {
 			return err
 		}
 		if style != 0 {
@@ -930,7 +945,7 @@ func (x *xlsxWriter) metadata() error {
 				continue
 			}
 			cell, _ := excelize.CoordinatesToCellName(i+1, line)
-			if err := x.f.SetCellValue(sheet, cell, v); err != nil {
+			if err := x.f.SetCellValue(sheet, cell, xlsxText(v)); err != nil {
 				return err
 			}
 		}
@@ -1148,7 +1163,7 @@ func (x *xlsxWriter) properties() error {
 	}
 	stamp := start.Format("2006-01-02T15:04:05Z")
 	if err := x.f.SetDocProps(&excelize.DocProperties{
-		Title:          title,
+		Title:          textsafe.Terminal(title),
 		Subject:        "Benchmark results",
 		Creator:        creator,
 		LastModifiedBy: creator,
