@@ -92,6 +92,9 @@ type ServerPlan struct {
 	Model     string            `json:"model,omitempty"`
 	APIKeyEnv string            `json:"api_key_env,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
+	// HeaderEnv maps header names to the environment variables holding
+	// their values; the values are read by the runner and never stored.
+	HeaderEnv map[string]string `json:"header_env,omitempty"`
 	// UnreachableAfter is how long the run tolerates a server that
 	// refuses every connection.
 	UnreachableAfter Duration    `json:"unreachable_after,omitempty"`

@@ -71,14 +71,17 @@ type Hypothesis struct {
 }
 
 // Server describes the server under test. Everything but target, urls, api,
-// model, api_key_env, headers and sim is metadata: recorded, not acted on.
+// model, api_key_env, headers, header_env and sim is metadata: recorded, not acted on.
 type Server struct {
 	Target    string            `yaml:"target" json:"target,omitempty" doc:"builtin runs the simulated server in-process. Give either target or urls." enum:"builtin"`
 	URLs      []string          `yaml:"urls" json:"urls,omitempty" doc:"Base URLs of the OpenAI-compatible API, ending in /v1. Several URLs are used round-robin."`
 	API       string            `yaml:"api" json:"api,omitempty" doc:"Which endpoint to call: chat (/chat/completions) or completions (/completions)." enum:"chat,completions" default:"chat"`
 	Model     string            `yaml:"model" json:"model,omitempty" doc:"Model name sent in each request. If empty, the single model listed by GET /models is used."`
 	APIKeyEnv string            `yaml:"api_key_env" json:"api_key_env,omitempty" doc:"Name of the environment variable holding the API key, sent as a Bearer token. The key itself never appears in any artifact."`
-	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers sent with every request."`
+	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers sent with every request. Credential headers (Authorization, Cookie, or a name containing key, token, secret, auth, password, signature, session or credential) are refused here: use header_env."`
+	// HeaderEnv keeps credentials other than a Bearer key (Azure's api-key,
+	// Google's X-Goog-Api-Key, GitLab's Private-Token) out of the file.
+	HeaderEnv map[string]string `yaml:"header_env" json:"header_env,omitempty" doc:"Headers whose values are read from the environment, as header name: variable name, e.g. {X-Goog-Api-Key: GOOGLE_API_KEY}. The values never appear in any artifact or message."`
 	// UnreachableAfter bounds an outage: see runner's gate.
 	UnreachableAfter *Duration   `yaml:"unreachable_after" json:"unreachable_after,omitempty" doc:"When the server refuses connections, requests back off (exponentially, with jitter, one at a time); when no connection has succeeded for this long, the run stops with a runtime error (exit 1) and the decision record says since when the server was unreachable." default:"30s"`
 	Engine           Engine      `yaml:"engine" json:"engine,omitempty" doc:"The inference engine, recorded in the manifest and decision record."`

@@ -285,7 +285,9 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Validate decodes each file strictly, applies defaults, expands sweeps and
 compiles every acceptance and hypothesis expression against the real metric
 names. It prints every problem at once, as file:line:col: key.path: message,
-with a hint where one helps, and exits 4 if any file is invalid.`,
+with a hint where one helps. Then it reads the dataset and trace files the
+rows name, as run does before sending anything, and reports their bad lines
+as file:line: message. It exits 4 if any file is invalid.`,
 		Example: `  infermatrix validate experiments/*.yaml`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -300,6 +302,15 @@ with a hint where one helps, and exits 4 if any file is invalid.`,
 					} else {
 						fmt.Fprintln(stderr, err)
 					}
+					continue
+				}
+				notes, err := runner.CheckSources(plan)
+				for _, n := range notes {
+					fmt.Fprintf(stderr, "%s: %s\n", f, n)
+				}
+				if err != nil {
+					bad++
+					fmt.Fprintf(stderr, "%s: %v\n", f, err)
 					continue
 				}
 				rows := "rows"
