@@ -3,8 +3,8 @@ package schema
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"net/textproto"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
