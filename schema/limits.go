@@ -107,8 +107,10 @@ func (w *nodeWalk) walk(n *yaml.Node, path string) {
 			}
 			w.walk(k, kpath)
 			w.walk(v, kpath)
-			if isMergeKey(k) && !w.fatal {
-				w.checkMerge(v, kpath)
+			if isMergeKey(k) && !w.fatal && !w.checkMerge(v, kpath) {
+				// What is missing from the mapping is probably what the
+				// merge was meant to bring: one mistake, one message.
+				w.d.broken[path] = true
 			}
 		}
 	}
@@ -147,22 +149,26 @@ func (w *nodeWalk) expanded(n *yaml.Node) (int, bool) {
 
 // checkMerge reports a merge key ("<<") whose value is not a mapping or a
 // list of mappings: YAML libraries skip such a merge without a word, so
-// the settings the author meant to share would silently be missing.
-func (w *nodeWalk) checkMerge(v *yaml.Node, path string) {
+// the settings the author meant to share would silently be missing. It
+// reports whether the merge is valid.
+func (w *nodeWalk) checkMerge(v *yaml.Node, path string) bool {
 	const hint = "merge a mapping: <<: *anchor, or several: <<: [*a, *b], where each anchor names a mapping"
 	src := resolveAlias(v)
 	if src.Kind == yaml.MappingNode {
-		return
+		return true
 	}
 	if src.Kind != yaml.SequenceNode {
 		w.d.addf(v, path, hint, "a merge key needs a mapping, got %s", describe(src))
-		return
+		return false
 	}
+	ok := true
 	for i, item := range src.Content {
 		if m := resolveAlias(item); m.Kind != yaml.MappingNode {
 			w.d.addf(item, indexPath(path, i), hint, "a merge key needs a list of mappings, got %s in it", describe(m))
+			ok = false
 		}
 	}
+	return ok
 }
 
 // isMergeKey reports whether k is YAML's merge key "<<" (not a quoted "<<").
@@ -180,7 +186,7 @@ func (r *resolver) checkID(path, what, value string) bool {
 		return false
 	}
 	if strings.IndexFunc(value, unicode.IsControl) >= 0 {
-		r.problem(path, "remove control characters and invalid UTF-8 from it", "%s %q holds a control character", what, value)
+		r.problem(path, "remove control characters (tabs, line breaks) from it", "%s %q holds a control character", what, value)
 		return false
 	}
 	return true

@@ -41,26 +41,41 @@ var ErrNotRegularFile = errors.New("not a regular file")
 // most MaxFileBytes, and it is read through a limit in case it grows in
 // between.
 func Load(path string, opts Options) (*Plan, error) {
+	// Stat before opening: opening a named pipe blocks until something
+	// writes to it.
+	if err := checkRegular(path, os.Stat); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read experiment: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read experiment: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read experiment %s: %w (it is %s)", path, ErrNotRegularFile, fileKind(fi.Mode()))
-	}
-	if fi.Size() > MaxFileBytes {
-		return nil, Problems{tooLarge(path, fi.Size())}
+	// Again on what was opened, in case the path changed in between.
+	if err := checkRegular(path, func(string) (fs.FileInfo, error) { return f.Stat() }); err != nil {
+		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read experiment: %w", err)
 	}
 	return Parse(path, data, opts)
+}
+
+// checkRegular refuses a path that is not a regular file, or one larger
+// than MaxFileBytes.
+func checkRegular(path string, stat func(string) (fs.FileInfo, error)) error {
+	fi, err := stat(path)
+	if err != nil {
+		return fmt.Errorf("read experiment: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("read experiment %s: %w (it is %s)", path, ErrNotRegularFile, fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxFileBytes {
+		return Problems{tooLarge(path, fi.Size())}
+	}
+	return nil
 }
 
 // fileKind names what a path that is not a regular file is, for messages.
@@ -175,15 +190,15 @@ func syntaxProblem(path string, data []byte, err error) Problem {
 		p.Message = "invalid YAML: " + msg
 	} else if name, ok := strings.CutPrefix(msg, "unknown anchor '"); ok {
 		name = strings.TrimSuffix(name, "' referenced")
-		if i := bytes.Index(data, []byte("*"+name)); i >= 0 {
+		if i := aliasOffset(data, name); i >= 0 {
 			p.Pos = offsetPos(data, i)
 		}
 		p.Hint = "define the anchor (&" + name + ") before the alias uses it"
 	}
-	if strings.Contains(msg, "found character that cannot start any token") {
+	if strings.Contains(msg, "found character that cannot start any token") || strings.Contains(msg, "tab character") {
 		p.Hint = "YAML indents with spaces, never tabs"
-		if tab := tabOnLine(data, p.Pos.Line); tab > 0 {
-			p.Pos.Col = tab
+		if pos, ok := indentTab(data, p.Pos.Line); ok {
+			p.Pos = pos
 		}
 	}
 	return p
@@ -220,6 +235,25 @@ func badByte(data []byte) (int, string) {
 	return -1, ""
 }
 
+// aliasOffset finds the first use of an alias (*name) outside a comment,
+// or returns -1.
+func aliasOffset(data []byte, name string) int {
+	want := []byte("*" + name)
+	for from := 0; ; {
+		i := bytes.Index(data[from:], want)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		start := bytes.LastIndexByte(data[:i], '\n') + 1
+		end := i + len(want)
+		if !bytes.ContainsRune(data[start:i], '#') && (end == len(data) || bytes.IndexByte([]byte(" \t\r\n,]}"), data[end]) >= 0) {
+			return i
+		}
+		from = i + 1
+	}
+}
+
 // offsetPos converts a byte offset to a 1-based line and a column in
 // characters, as yaml.Node positions count them.
 func offsetPos(data []byte, off int) Pos {
@@ -228,24 +262,20 @@ func offsetPos(data []byte, off int) Pos {
 	return Pos{Line: line, Col: 1 + utf8.RuneCount(data[start:off])}
 }
 
-// tabOnLine returns the column of the first tab on a 1-based line, or 0.
-func tabOnLine(data []byte, line int) int {
-	lines := bytes.SplitN(data, []byte("\n"), line+1)
-	if line < 1 || line > len(lines) {
-		return 0
+// indentTab finds the first tab in a line's indentation, from the given
+// 1-based line on: yaml.v3 reports a tab error at the line of the
+// enclosing block, which may be above the tab.
+func indentTab(data []byte, from int) (Pos, bool) {
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if i+1 < from {
+			continue
+		}
+		indent := l[:len(l)-len(bytes.TrimLeft(l, " \t-"))]
+		if j := bytes.IndexByte(indent, '\t'); j >= 0 {
+			return Pos{Line: i + 1, Col: j + 1}, true
+		}
 	}
-	l := lines[line-1]
-	if i := bytes.IndexByte(l, '\t'); i >= 0 {
-		return 1 + utf8.RuneCount(l[:i])
-	}
-	return 0
-}
-
-// IsProblems reports whether err lists problems with the experiment file
-// (as opposed to the file being unreadable).
-func IsProblems(err error) bool {
-	var ps Problems
-	return errors.As(err, &ps)
+	return Pos{}, false
 }
 
 // statFile checks that a path named in the experiment is a regular file,
