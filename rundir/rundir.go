@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 )
@@ -145,6 +146,8 @@ type Model struct {
 // Dir is a run directory.
 type Dir struct {
 	Path string
+	// secrets are scrubbed from every file written (Scrub).
+	secrets redact.Secrets
 }
 
 // DefaultBase is where runs go unless --out says otherwise.
@@ -241,7 +244,7 @@ func (d *Dir) WriteFile(rel string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
-	_, werr := tmp.Write(data)
+	_, werr := tmp.Write(d.secrets.Bytes(data))
 	// CreateTemp makes the file private; run artifacts are meant to be read
 	// and shared like any file the user writes.
 	perr := tmp.Chmod(0o644)
@@ -345,9 +348,10 @@ func (d *Dir) ReadRecords(rowID string, fn func(*metrics.Record) error) error {
 // few hundred bytes to a few kilobytes; one write per completed request costs
 // microseconds, negligible beside the request itself.
 type RecordWriter struct {
-	f   *os.File
-	buf bytes.Buffer
-	enc *json.Encoder
+	f       *os.File
+	buf     bytes.Buffer
+	enc     *json.Encoder
+	secrets redact.Secrets
 }
 
 // CreateRecords creates a row's requests.jsonl.
@@ -359,7 +363,7 @@ func (d *Dir) CreateRecords(rowID string) (*RecordWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create records: %w", err)
 	}
-	w := &RecordWriter{f: f}
+	w := &RecordWriter{f: f, secrets: d.secrets}
 	w.enc = json.NewEncoder(&w.buf)
 	w.enc.SetEscapeHTML(false)
 	return w, nil
@@ -372,7 +376,7 @@ func (w *RecordWriter) Write(r *metrics.Record) error {
 	if err := w.enc.Encode(r); err != nil {
 		return fmt.Errorf("encode record: %w", err)
 	}
-	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
+	if _, err := w.f.Write(w.secrets.Bytes(w.buf.Bytes())); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
 	return nil
