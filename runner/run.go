@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -68,7 +69,22 @@ var ErrServerUnreachable = errors.New("server unreachable")
 // returned error is for failures of the tool itself (the run directory
 // cannot be written, the server cannot be reached); failed requests are
 // data, recorded in the results.
+//
+// Credentials are read from the environment first (api_key_env,
+// header_env): a variable that is not set stops the run before anything is
+// sent. Their values are scrubbed from every file, log line and error, in
+// case the server echoes one back.
 func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) {
+	creds, err := readCredentials(plan.Server)
+	if err != nil {
+		return nil, err
+	}
+	res, err := run(ctx, plan, opts, creds)
+	return res, creds.secrets.Error(err)
+}
+
+// run is Run once the credentials are read.
+func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials) (*Result, error) {
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -81,12 +97,13 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	for _, n := range notes {
 		logf("%s", n)
 	}
-	apiKey := ""
-	if env := plan.Server.APIKeyEnv; env != "" && !plan.Server.Builtin {
-		apiKey = os.Getenv(env)
-		if apiKey == "" {
-			return nil, fmt.Errorf("server.api_key_env names %s, but it is not set", env)
-		}
+	if err := checkURLs(plan.Server.URLs); err != nil {
+		return nil, err
+	}
+	apiKey := creds.apiKey
+	if !creds.secrets.Empty() {
+		logClean := logf
+		logf = func(format string, args ...any) { logClean("%s", creds.secrets.String(fmt.Sprintf(format, args...))) }
 	}
 	toks := map[string]tokenizer.Tokenizer{}
 	for _, row := range plan.Rows {
@@ -131,7 +148,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	httpClient := &http.Client{Transport: newTransport(maxConns)}
 	defer httpClient.CloseIdleConnections()
 
-	found, err := discover(ctx, httpClient, urls[0], apiKey, plan.Server.Headers)
+	found, err := discover(ctx, httpClient, urls[0], apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +174,12 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	dir.Scrub(creds.secrets)
+	// What the server said of itself is kept, and shown in reports that
+	// read it from memory: a key it echoes must not be.
+	scrubJSON(creds.secrets, &found)
 	declared := plan.Server
-	declared.Model = model
+	declared.Model = creds.secrets.String(model)
 	if bi != nil {
 		found.Simulated = simulatedInfo(plan.Server.Sim)
 		found.Engine, found.EngineVersion, found.EngineFrom = SimEngineName, buildinfo.Get().Version, "the built-in server"
@@ -168,7 +189,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		Format:  rundir.Format,
 		Tool:    buildinfo.Get(),
 		Host:    rundir.Host{Name: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()},
-		Command: opts.Command,
+		Command: redact.Args(opts.Command),
 		Experiment: rundir.ExperimentInfo{
 			Name: plan.Experiment.Name, Description: plan.Experiment.Description,
 			File: plan.File, SHA256: plan.SHA256, Metadata: plan.Experiment.Metadata,
@@ -200,7 +221,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
 		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
 	}}
-	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf}
+	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets}
 	if opts.Terminal {
 		rs.bar = opts.Log
 	}
@@ -212,8 +233,9 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 			continue
 		}
 		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
-			headers: mergeHeaders(plan.Server.Headers, row.Headers), tok: toks[row.Tokenizer]}
+			headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer]}
 		s, interrupted, err := rs.runRow(ctx, row, i, cl)
+		s.Error = creds.secrets.String(s.Error)
 		res.Summary.Rows = append(res.Summary.Rows, s)
 		if err != nil {
 			runErr = fmt.Errorf("row %s: %w", row.ID, err)
@@ -233,7 +255,7 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	man.Ended = &ended
 	switch {
 	case runErr != nil:
-		man.Status, man.Error = rundir.StatusFailed, runErr.Error()
+		man.Status, man.Error = rundir.StatusFailed, creds.secrets.String(runErr.Error())
 	case res.Interrupted:
 		man.Status = rundir.StatusInterrupted
 	default:
@@ -273,6 +295,8 @@ type runState struct {
 	builtin *builtinRun
 	logf    func(string, ...any)
 	bar     io.Writer // the terminal for progress bars; nil for lines
+	// secrets are scrubbed from each record before it is kept.
+	secrets redact.Secrets
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -315,6 +339,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index in
 		}
 	}
 	record := func(rec *metrics.Record) {
+		scrubRecord(st.secrets, rec)
 		mu.Lock()
 		defer mu.Unlock()
 		if werr == nil {
