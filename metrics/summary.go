@@ -32,6 +32,12 @@ type Summary struct {
 	Semantics      string       `json:"semantics"`
 	SemanticsNotes []string     `json:"semantics_notes,omitempty"`
 	Rows           []RowSummary `json:"rows"`
+	// Rebuilt is set when this summary was not written by the run but
+	// put together afterwards from its records (infermatrix report, after
+	// a run killed before it wrote its summaries): it says, in sentences,
+	// what was missing and what was summarised again, so that a record
+	// judged on it says it was rebuilt.
+	Rebuilt string `json:"rebuilt,omitempty"`
 }
 
 // Row returns the summary of the row with this id, or nil.
@@ -87,6 +93,12 @@ type RowSummary struct {
 	// such as records lacking what it needs.
 	Semantics      string   `json:"semantics,omitempty"`
 	SemanticsNotes []string `json:"semantics_notes,omitempty"`
+	// Rebuilt is set when the row was summarised from its records after
+	// the run stopped without writing its summary. The records hold every
+	// request, but not what the live run measured of the client itself
+	// (CPU use, the timer probe, the built-in server's lateness), so those
+	// self-check figures are absent and their validity checks not made.
+	Rebuilt bool `json:"rebuilt,omitempty"`
 }
 
 // InFlight is the load the server actually saw: how many of the row's

@@ -58,6 +58,11 @@ type Decision struct {
 	// incomplete when the run was interrupted.
 	Verdict     string `json:"verdict"`
 	Interrupted bool   `json:"interrupted,omitempty"`
+	// Rebuilt says the summaries judged were rebuilt from the records
+	// after the run stopped without writing them (metrics.Summary's
+	// Rebuilt), and what was missing; every renderer shows it with the
+	// verdict.
+	Rebuilt string `json:"rebuilt,omitempty"`
 	// Why says, in sentences, what decided the verdict when it is not a
 	// plain pass.
 	Why []string `json:"why,omitempty"`
@@ -180,7 +185,7 @@ type OperatingPoint struct {
 // Judge applies the plan's acceptance rules, validity checks and
 // hypotheses to a summary.
 func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
-	d := &Decision{Interrupted: s.Interrupted}
+	d := &Decision{Interrupted: s.Interrupted, Rebuilt: s.Rebuilt}
 	rules := map[string][]schema.AcceptanceRule{}
 	// eachPoint marks rows judged by at least one rule on their own; a
 	// row judged only as a point of a sweep's operating point counts

@@ -77,6 +77,9 @@ func verdictDetail(d *Decision) string {
 			fmt.Fprintf(&b, " %d rows have no acceptance rule.", n)
 		}
 	}
+	if d.Rebuilt != "" {
+		b.WriteString(" " + d.Rebuilt)
+	}
 	if d.Verdict == Pass || d.Verdict == NoRules {
 		var bad []string
 		for _, rv := range d.Rows {

@@ -87,7 +87,7 @@ type Rerendered struct {
 // where its verdicts come out as recorded (or none was recorded, as after
 // a kill); a build that judges the run otherwise writes beside it too.
 func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
-	dir, err := rundir.Open(path)
+	dir, err := openRun(path)
 	if err != nil {
 		return nil, err
 	}
@@ -185,17 +185,45 @@ func verdictsOf(d *Decision) string {
 // from the run.
 func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 	man, err := dir.Manifest()
+	lost := ""
 	if err != nil {
-		return nil, nil, err
+		if !damaged(err) {
+			return nil, nil, err
+		}
+		if man, lost, err = rebuildManifest(dir, whatIsWrong(rundir.ManifestFile, err)); err != nil {
+			return nil, nil, err
+		}
 	}
+	var notes []string
 	sum, err := dir.Summary()
+	switch {
+	case err != nil && damaged(err):
+		// Killed before the end (see rebuild.go): the summaries come
+		// from the rows' own files and records.
+		own, perr := ownPlan(dir, man)
+		if perr != nil {
+			return nil, nil, perr
+		}
+		why := whatIsWrong(rundir.SummaryFile, err)
+		if lost != "" {
+			why = lost + "; " + why
+		}
+		if sum, notes, err = rebuildSummary(dir, man, own, why); err != nil {
+			return nil, nil, err
+		}
+	case err != nil:
+		return nil, nil, err
+	case lost != "":
+		// The summaries are the run's own: only the manifest was lost.
+		man.Status = map[bool]string{true: rundir.StatusInterrupted, false: rundir.StatusComplete}[sum.Interrupted]
+		sum.Rebuilt = "Rebuilt without the run's manifest (" + lost + ")."
+		notes = append(notes, sum.Rebuilt)
+	}
+	plan, planNotes, err := runPlan(dir, man, sum, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, notes, err := runPlan(dir, man, sum, opts)
-	if err != nil {
-		return nil, nil, err
-	}
+	notes = append(notes, planNotes...)
 	if opts.Semantics != "" {
 		plan.Semantics = opts.Semantics
 		sum.Semantics, sum.SemanticsNotes = opts.Semantics, metrics.SemanticsNotes(opts.Semantics, sum.SLO)
@@ -411,34 +439,24 @@ func rowFields(r *schema.PlannedRow) map[string]any {
 // summary is taken whatever the stored one says: it is meant to differ.
 func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, sum *metrics.Summary, resummarize bool) []string {
 	var notes []string
-	api := man.Server.Declared.API
-	if api == "" {
-		api = plan.Server.API
-	}
+	api := orDefault(man.Server.Declared.API, plan.Server.API)
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
 		row := plan.Row(rs.ID)
-		if rs.Status == metrics.RowNotRun || row == nil {
-			continue
+		if rs.Status == metrics.RowNotRun || row == nil || (rs.Rebuilt && !resummarize) {
+			continue // a rebuilt row was summarised from its records already
 		}
-		opts := metrics.Options{Percentiles: sum.Percentiles, SLO: sum.SLO, Semantics: sum.Semantics, API: api,
-			Timeslice: plan.Timeslice.D().Nanoseconds()}
-		if row.Load.Mode == schema.ModeRate {
-			opts.RequestedRate = row.Load.Rate
-		}
-		opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
-		agg := metrics.NewAggregator(opts)
-		err := dir.ReadRecords(rs.ID, func(r *metrics.Record) error {
-			agg.Add(r)
-			return nil
-		})
+		re, torn, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), rs.Status)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) || rs.Requests.Sent+rs.Requests.Warmup > 0 {
 				notes = append(notes, fmt.Sprintf("row %s: judged on summary.json as stored, where p(metric, q) reads only its percentiles: %v", rs.ID, err))
 			}
 			continue
 		}
-		re := agg.Summary(rs.ID, rs.Base, rs.Status)
+		if torn != "" && !rs.Rebuilt {
+			notes = append(notes, torn)
+		}
+		re.Rebuilt = rs.Rebuilt
 		re.Error = rs.Error
 		if rs.Semantics == "" {
 			re.Semantics = "" // a summary from before the setting existed

@@ -14,6 +14,12 @@
 //	  rows/<row id>/requests.jsonl  one record per request, appended as each completes
 //	  rows/<row id>/summary.json    the row's summary
 //
+// The experiment and the manifest (marked running) are written before the
+// first request, each record the moment its request ends, a row's summary
+// when the row ends, and summary.json and the final manifest when the run
+// ends. A run killed outright keeps all but the last; package reports
+// rebuilds them from the rest.
+//
 // Swept row ids contain a slash ("saturation/c=16"), so their directories
 // nest: rows/saturation/c=16/.
 package rundir
@@ -310,32 +316,47 @@ func (d *Dir) readJSON(rel string, v any) error {
 // cut short (the process was killed mid-write) is skipped; any other bad
 // line is an error, since it means the file was edited or corrupted.
 func (d *Dir) ReadRecords(rowID string, fn func(*metrics.Record) error) error {
+	_, err := d.ScanRecords(rowID, fn)
+	return err
+}
+
+// ScanRecords is ReadRecords that also says which line it skipped: torn is
+// the number of a final line cut short, 0 when there is none.
+//
+// Each record is written with one write call, its newline last, the moment
+// its request ends (RecordWriter), so a run killed mid-write (SIGKILL, a
+// second Ctrl-C, a full disk) can leave at most its last line partial, with
+// no newline. That line is torn and skipped. A bad line anywhere else, or a
+// bad last line that did end in a newline, was not written by a run cut
+// short: it is an error with its line number.
+func (d *Dir) ScanRecords(rowID string, fn func(*metrics.Record) error) (torn int, err error) {
 	f, err := os.Open(d.RecordsPath(rowID))
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return 0, fmt.Errorf("read records: %w", err)
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, rerr := br.ReadBytes('\n')
 		if len(b) > 0 {
 			complete := b[len(b)-1] == '\n'
 			var r metrics.Record
 			if jerr := json.Unmarshal(bytes.TrimSpace(b), &r); jerr != nil {
 				if !complete {
-					return nil // a torn final write
+					return line, nil // a torn final write
 				}
-				return fmt.Errorf("read records: %s line %d: %w", d.RecordsPath(rowID), line, jerr)
+				return 0, fmt.Errorf("read records: %s: line %d is not a record (%w); only the last line can be cut short by a killed run, so the file was edited or damaged",
+					d.RecordsPath(rowID), line, jerr)
 			}
 			if ferr := fn(&r); ferr != nil {
-				return ferr
+				return 0, ferr
 			}
 		}
-		if errors.Is(err, io.EOF) {
-			return nil
+		if errors.Is(rerr, io.EOF) {
+			return 0, nil
 		}
-		if err != nil {
-			return fmt.Errorf("read records: %w", err)
+		if rerr != nil {
+			return 0, fmt.Errorf("read records: %w", rerr)
 		}
 	}
 }

@@ -71,6 +71,15 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if len(seqs) != 3 || seqs[2] != 2 {
 		t.Errorf("read seqs %v; want 0 1 2", seqs)
 	}
+	// ScanRecords says which line it skipped, for the report to say so.
+	if torn, err := d.ScanRecords("sweep/c=4", func(*metrics.Record) error { return nil }); err != nil || torn != 4 {
+		t.Errorf("ScanRecords = torn line %d, %v; want line 4, nil", torn, err)
+	}
+	// A bad last line that ends in a newline was not cut short by a kill.
+	os.WriteFile(d.RecordsPath("sweep/c=4"), []byte("{\"seq\":1}\n{\"seq\":2,\n"), 0o644)
+	if torn, err := d.ScanRecords("sweep/c=4", func(*metrics.Record) error { return nil }); err == nil || torn != 0 || !strings.Contains(err.Error(), "line 2 is not a record") {
+		t.Errorf("ScanRecords = torn line %d, %v; want an error naming line 2", torn, err)
+	}
 	// A corrupt line in the middle is an error, not silently skipped.
 	os.WriteFile(d.RecordsPath("sweep/c=4"), []byte("{\"seq\":1}\nnot json\n{\"seq\":2}\n"), 0o644)
 	err = d.ReadRecords("sweep/c=4", func(*metrics.Record) error { return nil })

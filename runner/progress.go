@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/validity"
@@ -127,7 +128,9 @@ func (p *progress) barLine(now time.Time) string {
 		n := int(min(frac, 1) * width)
 		bar = strings.Repeat("█", n) + strings.Repeat("·", width-n)
 	}
-	line := fmt.Sprintf("  %s [%s] %s", p.row.ID, bar, count)
+	// The bar is written to the terminal directly, not through logf: the
+	// row id is made safe here.
+	line := fmt.Sprintf("  %s [%s] %s", textsafe.TerminalLine(p.row.ID), bar, count)
 	if p50, p95, ok := p.ttft(); ok {
 		line += fmt.Sprintf("  TTFT p50/p95 %.1f/%.1f ms", p50, p95)
 	}

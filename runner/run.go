@@ -28,6 +28,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/internal/redact"
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -85,9 +86,11 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 
 // run is Run once the credentials are read.
 func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials) (*Result, error) {
+	// Every line logged carries text from the experiment or the server
+	// (model ids, notes, error messages); none may drive the terminal.
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
-			fmt.Fprintf(opts.Log, format+"\n", args...)
+			fmt.Fprintln(opts.Log, textsafe.Terminal(fmt.Sprintf(format, args...)))
 		}
 	}
 	notes, err := CheckSources(plan)

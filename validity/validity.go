@@ -129,6 +129,20 @@ func Row(in Input) Verdict {
 		note("no successful requests: every figure but the error counts is empty")
 	}
 	sc := rs.SelfCheck
+	if rs.Rebuilt {
+		// The checks below pass on an absent figure; say so rather than
+		// let a rebuilt row look checked.
+		var unmeasured []string
+		for _, c := range []string{ClientCPU, ClientStall, Simulator, StampError} {
+			if !cfg.Ignores(c) {
+				unmeasured = append(unmeasured, c)
+			}
+		}
+		if len(unmeasured) > 0 {
+			note("%s: not measured: the row was rebuilt from its records after the run stopped without writing its summary, and only the live run measures the client's CPU use, its timer probe and the built-in server's own timing",
+				strings.Join(unmeasured, ", "))
+		}
+	}
 	scale, scaleName := timingScale(rs)
 	limitFor := func(floorMS float64) float64 { return max(floorMS, 0.1*scale) }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
@@ -62,7 +63,7 @@ func loadPlan(path string, opts schema.Options, stderr io.Writer) (*schema.Plan,
 	if err != nil {
 		var ps schema.Problems
 		if errors.As(err, &ps) {
-			fmt.Fprintln(stderr, ps.Error())
+			fmt.Fprintln(stderr, textsafe.Terminal(ps.Error()))
 			n := len(ps)
 			return nil, withCode(exitInvalid, fmt.Errorf("%s: %d problem%s; nothing was run", path, n, plural(n)))
 		}
@@ -126,7 +127,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
 			decision := filepath.Join(res.Dir.Path, "decision.md")
-			fmt.Fprintf(stdout, "decision record: %s\n", decision)
+			fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(decision))
 			switch {
 			case runErr != nil:
 				return withCode(exitRuntime, runErr)
@@ -149,7 +150,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 func verdictExit(stdout io.Writer, d *reports.Decision) error {
 	for _, op := range d.OperatingPoints {
 		if op.Row != "" {
-			fmt.Fprintf(stdout, "operating point of %s: %s\n", op.Base, op.Row)
+			fmt.Fprintf(stdout, "operating point of %s: %s\n", textsafe.Terminal(op.Base), textsafe.Terminal(op.Row))
 		}
 	}
 	switch d.Verdict {
@@ -167,7 +168,7 @@ func verdictExit(stdout io.Writer, d *reports.Decision) error {
 		fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
 		return withCode(exitAcceptance, errors.New(""))
 	case reports.Inconclusive:
-		fmt.Fprintf(stdout, "verdict: INCONCLUSIVE (%s)\n", strings.Join(d.Why, "; "))
+		fmt.Fprintf(stdout, "verdict: INCONCLUSIVE (%s)\n", textsafe.Terminal(strings.Join(d.Why, "; ")))
 		return withCode(exitInconclusive, errors.New(""))
 	case reports.Incomplete:
 		fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run was interrupted)")
@@ -208,7 +209,21 @@ Files the experiment names (datasets, traces, tokenizer files) are not needed:
 everything is re-rendered from the run's own records, so a run directory can
 be re-rendered from anywhere, on another machine too.
 
-The exit code is the verdict's, as for run.`,
+A run killed before its end (SIGKILL, a second Ctrl-C, a full disk) keeps its
+records but not its summaries. When summary.json is missing or torn, each row
+is taken from its own rows/<id>/summary.json where that is intact, and is
+otherwise summarised again from its requests.jsonl as the run would have; a
+row without records did not run. A torn last line of requests.jsonl (a write
+cut short by the kill) is skipped and reported; a bad line anywhere else is an
+error. When manifest.json is missing or torn, the run's settings are read
+from experiment.yaml. The record says near its verdict that it was rebuilt;
+a run that did not record its end is judged INCOMPLETE (exit 130), and the
+client self-check only the live run measured is "not measured". Nothing the
+run wrote is overwritten: the rebuild is done again on every report.
+
+The exit code is the verdict's, as for run: 0 pass, 3 failed, 5
+inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
+1 when the run directory cannot be read, 4 when its experiment is invalid.`,
 		Example: `  # after upgrading infermatrix, or to add report.html to an old run
   infermatrix report runs/llama31-8b-h100-chat/20260301T101500Z
 
@@ -216,7 +231,10 @@ The exit code is the verdict's, as for run.`,
   infermatrix report runs/llama31-8b-h100-chat/latest --experiment stricter.yaml
 
   # the same records, as vllm bench serve would have summarised them
-  infermatrix report runs/llama31-8b-h100-chat/latest --semantics vllm`,
+  infermatrix report runs/llama31-8b-h100-chat/latest --semantics vllm
+
+  # a run that was killed: its summaries are rebuilt from its records
+  infermatrix report runs/llama31-8b-h100-chat/20260301T101500Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch semantics {
@@ -298,9 +316,9 @@ as file:line: message. It exits 4 if any file is invalid.`,
 					bad++
 					var ps schema.Problems
 					if errors.As(err, &ps) {
-						fmt.Fprintln(stderr, ps.Error())
+						fmt.Fprintln(stderr, textsafe.Terminal(ps.Error()))
 					} else {
-						fmt.Fprintln(stderr, err)
+						fmt.Fprintln(stderr, textsafe.Terminal(err.Error()))
 					}
 					continue
 				}

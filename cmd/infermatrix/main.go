@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/infermatrix/infermatrix/internal/textsafe"
 )
 
 // Exit codes, documented in README.md. They are distinct so that CI can
@@ -85,13 +87,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
+		// An error can quote the server (a model id, a response body)
+		// or the experiment file: it is printed without controls.
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, ee.err)
+			fmt.Fprintln(stderr, textsafe.Terminal(ee.err.Error()))
 		}
 		return ee.code
 	}
 	// Errors cobra raises itself: unknown commands and flags, wrong
 	// argument counts.
-	fmt.Fprintf(stderr, "%v\nRun 'infermatrix --help' for usage.\n", err)
+	fmt.Fprintf(stderr, "%s\nRun 'infermatrix --help' for usage.\n", textsafe.Terminal(err.Error()))
 	return exitUsage
 }
