@@ -2,6 +2,8 @@
 # `make test` is what CI runs. `make help` lists every target.
 
 GO      ?= go
+# FUZZTIME is how long make fuzz runs each fuzzer, e.g. make fuzz FUZZTIME=10m.
+FUZZTIME ?= 60s
 BIN     := bin/infermatrix
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -54,10 +56,11 @@ fmt:
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -timeout 30m ./...
 
-## fuzz: fuzz the SSE reader and the chunk decoder, a minute each
+## fuzz: fuzz the SSE reader, the chunk decoder and the experiment loader, FUZZTIME each
 fuzz:
-	$(GO) test ./runner -run '^$$' -fuzz FuzzSSEReader -fuzztime 60s
-	$(GO) test ./runner -run '^$$' -fuzz FuzzDecodeChunk -fuzztime 60s
+	$(GO) test ./runner -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 
 ## schema: regenerate schema/infermatrix.schema.json from the Go types
 schema:
