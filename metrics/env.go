@@ -85,6 +85,7 @@ type ErrorEnv struct {
 	Reset     int     `expr:"reset"`
 	Timeout   int     `expr:"timeout"`
 	Protocol  int     `expr:"protocol"`
+	Redirect  int     `expr:"redirect"`
 }
 
 // HypothesisEnv is what a hypothesis expression sees: every row, by id.
@@ -113,7 +114,7 @@ func NewRowEnv(s *RowSummary) RowEnv {
 	by := s.Errors.ByClass
 	e.Errors.Connect, e.Errors.HTTP, e.Errors.Stream = by[ErrConnect], by[ErrHTTP], by[ErrStream]
 	e.Errors.Truncated, e.Errors.Reset, e.Errors.Timeout = by[ErrTruncated], by[ErrReset], by[ErrTimeout]
-	e.Errors.Protocol = by[ErrProtocol]
+	e.Errors.Protocol, e.Errors.Redirect = by[ErrProtocol], by[ErrRedirect]
 	return e
 }
 

@@ -19,11 +19,12 @@ const (
 	ErrTimeout   = "timeout"   // the per-request timeout expired
 	ErrCanceled  = "canceled"  // cancelled on purpose: the row's cancel setting, or the end of the grace period
 	ErrProtocol  = "protocol"  // a response that is not what the API promises (bad JSON, wrong content type)
+	ErrRedirect  = "redirect"  // a redirect not followed: to another origin, one that would turn the POST into a GET, or too many
 )
 
 // ErrorClasses lists every class in a fixed order, for tables and
 // expressions.
-var ErrorClasses = []string{ErrConnect, ErrHTTP, ErrStream, ErrTruncated, ErrReset, ErrTimeout, ErrCanceled, ErrProtocol}
+var ErrorClasses = []string{ErrConnect, ErrHTTP, ErrStream, ErrTruncated, ErrReset, ErrTimeout, ErrCanceled, ErrProtocol, ErrRedirect}
 
 // Record is one request, as written to rows/<id>/requests.jsonl the moment
 // it completes. Every metric is derived from these fields, so a run can be

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -31,8 +32,153 @@ var (
 // maxErrorBody bounds how much of an error response is read and kept.
 const maxErrorBody = 64 << 10
 
-// maxResponseBody bounds a non-streamed response body.
-const maxResponseBody = 64 << 20
+// Bounds on the response bytes the client holds. A stream is read event
+// by event, but what it delivers is kept until the request ends: its text
+// (counted into output tokens when the stream is over), its event times,
+// and the event being read; a non-streamed body is read whole before it is
+// decoded. Without bounds a server could make each of hundreds of
+// requests in flight hold gigabytes.
+const (
+	// maxResponseBody bounds what one request holds: a non-streamed body,
+	// or a stream's text and event times with its reader's buffers. Real
+	// answers are kilobytes; 64 MiB is a million tokens of text.
+	maxResponseBody = 64 << 20
+	// maxBufferedResponses bounds what all requests in flight hold at
+	// once, whatever the concurrency: 256 users at the per-request bound
+	// would be 16 GiB. Normal responses never come near it (256 answers of
+	// 100 KiB are 25 MiB), so it costs their timing nothing; a request
+	// that would pass it fails, with class protocol.
+	maxBufferedResponses = 1 << 30
+	// budgetStep is how much a request takes from the shared budget at a
+	// time, so that the shared counter is touched once per 64 KiB a
+	// response grows, not once per event.
+	budgetStep = 64 << 10
+)
+
+// Errors of a response past the bounds.
+var (
+	errResponseTooLarge = fmt.Errorf("the response holds more than %d MiB, the most one request keeps", maxResponseBody>>20)
+	errResponseBudget   = errors.New("the responses of the requests in flight hold all the memory the client gives them")
+)
+
+// responseBudget is the bytes that the responses of requests in flight may
+// still take, shared by a run's requests.
+type responseBudget struct {
+	size int64
+	left atomic.Int64
+}
+
+func newResponseBudget(size int64) *responseBudget {
+	b := &responseBudget{size: size}
+	b.left.Store(size)
+	return b
+}
+
+// respHold is one response's share of the budget: what it holds now, and
+// what it has taken from the shared budget. A nil budget bounds the
+// response by maxResponseBody only; a nil *respHold bounds nothing (for
+// tests of the readers alone).
+type respHold struct {
+	budget     *responseBudget
+	used, held int64
+}
+
+// grow accounts for n more bytes held, failing past either bound.
+func (h *respHold) grow(n int64) error {
+	if h == nil {
+		return nil
+	}
+	h.used += n
+	if h.used > maxResponseBody {
+		return errResponseTooLarge
+	}
+	if h.used <= h.held || h.budget == nil {
+		return nil
+	}
+	need := max(h.used-h.held, budgetStep)
+	if h.budget.left.Add(-need) < 0 {
+		h.budget.left.Add(need)
+		return fmt.Errorf("%w (%d MiB in all)", errResponseBudget, h.budget.size>>20)
+	}
+	h.held += need
+	return nil
+}
+
+// release gives the response's share back, once the request is over.
+func (h *respHold) release() {
+	if h != nil && h.budget != nil && h.held > 0 {
+		h.budget.left.Add(h.held)
+		h.held = 0
+	}
+}
+
+// maxRedirects is how many redirects in a row are followed; Go's client
+// stops at 10 too.
+const maxRedirects = 10
+
+// newHTTPClient returns the HTTP client a run sends every request with,
+// the discovery GETs included.
+func newHTTPClient(maxConns int) *http.Client {
+	return &http.Client{Transport: newTransport(maxConns), CheckRedirect: checkRedirect}
+}
+
+// redirectError is a redirect the client did not follow.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
+
+// checkRedirect decides whether to follow a redirect, before anything is
+// sent to its target. Go's client strips Authorization only when the
+// redirect goes to another host; infermatrix refuses any other origin
+// (scheme, host or port), so that the API key and the experiment's
+// headers go only where the experiment sends them. It also refuses a 301,
+// 302 or 303 that would turn a POST into a GET (the server would answer
+// another request than the one measured), and stops after maxRedirects.
+// A 307 or 308 to the same origin resends the same request, and is
+// followed within the request's measured time.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	status := "a redirect"
+	if req.Response != nil {
+		status = req.Response.Status
+	}
+	to := redactedURL(req.URL)
+	if t, ok := req.Context().Value(traceKey{}).(*connTrace); ok {
+		t.redirects.Add(1)
+	}
+	switch {
+	case !sameOrigin(req.URL, first.URL):
+		return &redirectError{fmt.Sprintf("%s to %s, another origin: not followed, so the API key and headers are not sent there", status, to)}
+	case req.Method != first.Method:
+		return &redirectError{fmt.Sprintf("%s to %s: not followed, as it would turn the %s into a %s (a server may redirect with 307 or 308 to keep the request)", status, to, first.Method, req.Method)}
+	case len(via) >= maxRedirects:
+		return &redirectError{fmt.Sprintf("%s to %s: stopped after %d redirects in a row", status, to, len(via))}
+	}
+	return nil
+}
+
+// sameOrigin says whether two URLs have the same scheme, host and port,
+// the default port spelled out or not.
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// redactedURL is a URL for a message: without user info, query or
+// fragment, where credentials and tokens would be.
+func redactedURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+	return c.Redacted()
+}
 
 // newTransport returns the HTTP transport a run uses. Compression is off
 // because a gzip layer would buffer the stream and falsify event times;
@@ -60,6 +206,9 @@ type client struct {
 	headers  map[string]string
 	tok      tokenizer.Tokenizer
 	rowStart time.Time
+	// budget bounds the responses of all requests in flight; nil bounds
+	// each by maxResponseBody alone.
+	budget *responseBudget
 }
 
 // call is one request to make.
@@ -120,7 +269,7 @@ func (c *client) do(ctx context.Context, cl *call) {
 	req.Header.Set("X-Request-Id", rec.ID)
 
 	tr := &connTrace{onConn: cl.onConn}
-	req = req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks()))
+	req = req.WithContext(httptrace.WithClientTrace(context.WithValue(ctx, traceKey{}, tr), tr.hooks()))
 	defer tr.copyTo(rec)
 
 	start := time.Now()
@@ -163,8 +312,12 @@ type connTrace struct {
 	connNS    atomic.Int64
 	firstByte atomic.Int64
 	reused    atomic.Bool
+	redirects atomic.Int32 // redirects followed or refused: connections that are not retries
 	onConn    func()
 }
+
+// traceKey is the context key of a request's connTrace, for checkRedirect.
+type traceKey struct{}
 
 func (t *connTrace) hooks() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
@@ -184,7 +337,7 @@ func (t *connTrace) copyTo(rec *metrics.Record) {
 	rec.ConnNS = t.connNS.Load()
 	rec.ConnReused = t.reused.Load()
 	rec.FirstByteNS = t.firstByte.Load()
-	if n := t.conns.Load(); n > 1 {
+	if n := t.conns.Load() - t.redirects.Load(); n > 1 {
 		rec.Retries = int(n - 1)
 	}
 }
@@ -226,8 +379,12 @@ func drain(body io.ReadCloser) {
 // text they carry, usage, and how the stream ended. It reports whether the
 // stream ended with [DONE].
 func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
+	h := &respHold{budget: c.budget}
+	defer h.release()
 	sr := newSSEReader(body, time.Now)
+	sr.hold = h
 	var text []byte
+	var held int       // the capacity of text, Events and bounds, as accounted in h
 	var bounds []int32 // len(text) after each text event, for EventTokens
 	var usage *openai.Usage
 	usageAt := -1 // how many text events preceded the usage
@@ -304,6 +461,15 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 			rec.LastTokenNS = off
 			rec.Events = append(rec.Events, off)
 			bounds = append(bounds, int32(len(text)))
+			if now := cap(text) + 12*cap(bounds); now != held {
+				err := h.grow(int64(now - held))
+				held = now
+				if err != nil {
+					rec.EndNS = off
+					rec.Error = classify(ctx, err, true)
+					break
+				}
+			}
 		}
 		if ch.usage != nil {
 			u := *ch.usage
@@ -349,7 +515,9 @@ func (c *client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
 }
 
 func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
-	body, last, err := readAllTimed(io.LimitReader(resp.Body, maxResponseBody))
+	h := &respHold{budget: c.budget}
+	defer h.release()
+	body, last, err := readAllTimed(resp.Body, h)
 	if err != nil {
 		rec.EndNS = time.Since(start).Nanoseconds()
 		rec.Error = classify(ctx, err, true)
@@ -418,13 +586,18 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 
 // readAllTimed reads r to its end and returns what it read and when the
 // last byte arrived: the return of the last read that gave data, zero if
-// none did. It is io.ReadAll with a clock.
-func readAllTimed(r io.Reader) ([]byte, time.Time, error) {
+// none did. It is io.ReadAll with a clock, and with h accounting for its
+// buffer as it grows.
+func readAllTimed(r io.Reader, h *respHold) ([]byte, time.Time, error) {
 	b := make([]byte, 0, 4096)
 	var last time.Time
 	for {
 		if len(b) == cap(b) {
+			was := cap(b)
 			b = append(b, 0)[:len(b)]
+			if err := h.grow(int64(cap(b) - was)); err != nil {
+				return b, last, err
+			}
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		if n > 0 {
@@ -478,7 +651,12 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 	}
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
+	var redir *redirectError
 	switch {
+	case errors.As(err, &redir):
+		return &metrics.Error{Class: metrics.ErrRedirect, Message: redir.msg}
+	case errors.Is(err, errResponseTooLarge), errors.Is(err, errResponseBudget):
+		return &metrics.Error{Class: metrics.ErrProtocol, Message: err.Error()}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return &metrics.Error{Class: metrics.ErrReset, Message: err.Error()}
 	case errors.Is(err, errEventTooLarge), strings.Contains(err.Error(), "chunk"):

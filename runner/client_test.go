@@ -61,9 +61,9 @@ func testClient(t testing.TB, api string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := newTransport(8)
-	t.Cleanup(tr.CloseIdleConnections)
-	return &client{http: &http.Client{Transport: tr}, api: api, tok: tok, rowStart: time.Now()}
+	hc := newHTTPClient(8)
+	t.Cleanup(hc.CloseIdleConnections)
+	return &client{http: hc, api: api, tok: tok, rowStart: time.Now(), budget: newResponseBudget(maxBufferedResponses)}
 }
 
 func doOne(t *testing.T, c *client, url string, stream bool, timeout time.Duration) *metrics.Record {

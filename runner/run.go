@@ -148,8 +148,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			maxConns = max(maxConns, 4096)
 		}
 	}
-	httpClient := &http.Client{Transport: newTransport(maxConns)}
+	httpClient := newHTTPClient(maxConns)
 	defer httpClient.CloseIdleConnections()
+	budget := newResponseBudget(maxBufferedResponses)
 
 	found, err := discover(ctx, httpClient, urls[0], apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
 	if err != nil {
@@ -236,7 +237,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			continue
 		}
 		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
-			headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer]}
+			headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
 		s, interrupted, err := rs.runRow(ctx, row, i, cl)
 		s.Error = creds.secrets.String(s.Error)
 		res.Summary.Rows = append(res.Summary.Rows, s)
@@ -478,6 +479,12 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if redir := (*redirectError)(nil); errors.As(err, &redir) {
+			// The server answered: it is reachable, and its requests will
+			// be refused the same way, each recorded with class redirect.
+			d.Error = "GET /models: " + redir.msg
+			return d, nil
+		}
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return d, fmt.Errorf("asking %s for its models: %w", base, err)
 		}

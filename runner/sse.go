@@ -58,6 +58,11 @@ type sseReader struct {
 	// skipLF is set after a lone CR ended a line at the end of the buffer,
 	// so an LF arriving in the next read is not taken for a blank line.
 	skipLF bool
+
+	// hold, when set, accounts for the buffers' growth past their first
+	// size, which a long event causes (see respHold).
+	hold     *respHold
+	dataHeld int // cap(data) as accounted in hold
 }
 
 func newSSEReader(r io.Reader, now func() time.Time) *sseReader {
@@ -207,12 +212,21 @@ func (s *sseReader) fill() error {
 		if len(s.buf) >= maxEventBytes {
 			return errEventTooLarge
 		}
+		if err := s.hold.grow(int64(len(s.buf))); err != nil {
+			return err
+		}
 		nb := make([]byte, 2*len(s.buf))
 		copy(nb, s.buf[:s.end])
 		s.buf = nb
 	}
 	if len(s.data) > maxEventBytes {
 		return errEventTooLarge
+	}
+	if c := cap(s.data); c > s.dataHeld {
+		if err := s.hold.grow(int64(c - s.dataHeld)); err != nil {
+			return err
+		}
+		s.dataHeld = c
 	}
 	n, err := s.r.Read(s.buf[s.end:])
 	s.at = s.now()
