@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -195,6 +197,10 @@ rows:
 
 func TestTokenizerDirectory(t *testing.T) {
 	dir := t.TempDir()
+	// The directory must hold a tokenizer, or the run would fail on it.
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p, err := Parse(dir+"/x.yaml", []byte(header+`rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8, tokenizer: ./}]`), Options{})
 	if err != nil {
 		t.Fatalf("a tokenizer directory: %v", err)
