@@ -139,8 +139,8 @@ func TestHostileTextIsEscapedEverywhere(t *testing.T) {
 	checkEscapedMarkdown(t, md)
 	for _, want := range []string{
 		"&lt;script&gt;alert(1)&lt;/script&gt;\\|=cmd\\|", // the model id, shown
-		"Intro &lt;script&gt;",                             // the description, shown
-		`\[x\]\(javascript:alert(1))`,                      // a link, shown as written
+		"Intro &lt;script&gt;",                            // the description, shown
+		`\[x\]\(javascript:alert(1))`,                     // a link, shown as written
 		`=HYPERLINK("http://evil.example","x") &lt;img src=x onerror=alert(1)&gt; \| col next line`, // the question on one line
 	} {
 		if !strings.Contains(md, want) {
@@ -149,8 +149,8 @@ func TestHostileTextIsEscapedEverywhere(t *testing.T) {
 	}
 
 	page := readFile(t, filepath.Join(out, "report.html"))
-	for _, bad := range []string{"<script", "<img src=x", "<svg onload", "javascript:alert"} {
-		if i := strings.Index(strings.ToLower(page), bad); i >= 0 && !(bad == "javascript:alert" && strings.Contains(page[max(0, i-10):i], "(")) {
+	for _, bad := range []string{"<script", "<img src=x", "<svg onload", `href="javascript`} {
+		if i := strings.Index(strings.ToLower(page), bad); i >= 0 {
 			t.Errorf("report.html holds %q: %s", bad, page[max(0, i-60):min(len(page), i+60)])
 		}
 	}
