@@ -324,11 +324,11 @@ as file:line: message. It exits 4 if any file is invalid.`,
 				}
 				notes, err := runner.CheckSources(plan)
 				for _, n := range notes {
-					fmt.Fprintf(stderr, "%s: %s\n", f, n)
+					fmt.Fprintf(stderr, "%s: %s\n", f, textsafe.Terminal(n))
 				}
 				if err != nil {
 					bad++
-					fmt.Fprintf(stderr, "%s: %v\n", f, err)
+					fmt.Fprintf(stderr, "%s: %s\n", f, textsafe.Terminal(err.Error()))
 					continue
 				}
 				rows := "rows"
