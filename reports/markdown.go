@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -629,7 +630,8 @@ func longestRun(s string, c byte) int {
 	return best
 }
 
-// reproduceCommand is the command that ran the experiment, shell-quoted.
+// reproduceCommand is the command that ran the experiment, shell-quoted,
+// with URL credentials masked (redact.Args).
 func reproduceCommand(man *rundir.Manifest) string {
 	var args []string
 	for i := 0; i < len(man.Command); i++ {
@@ -648,6 +650,7 @@ func reproduceCommand(man *rundir.Manifest) string {
 	if len(args) == 0 {
 		args = []string{"infermatrix", "run", man.Experiment.File}
 	}
+	args = redact.Args(args)
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = shellQuote(a)

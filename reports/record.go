@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 )
@@ -192,7 +193,7 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 		if sim != nil {
 			mm = "SIMULATED: flags were not applied"
 		}
-		add("Engine flags", formatMap(e.Flags), "", mm)
+		add("Engine flags", formatMap(redact.Flags(e.Flags)), "", mm)
 	}
 	add("Server header", "", disc.Server, "")
 

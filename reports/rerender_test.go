@@ -156,7 +156,8 @@ func TestRerenderInvalidExperiment(t *testing.T) {
 	run := copyRun(t, fixtureRun)
 	exp := editedExperiment(t, run, "expect: ttft.p95 < 200", "expect: ttft.p95x < 200")
 	_, _, err := judgeRun(t, run, RerenderOptions{Experiment: exp})
-	if !schema.IsProblems(err) || !strings.Contains(err.Error(), `unknown metric`) {
+	var ps schema.Problems
+	if !errors.As(err, &ps) || !strings.Contains(err.Error(), `unknown metric`) {
 		t.Errorf("error %v; want the file's problems", err)
 	}
 }

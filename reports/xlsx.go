@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -852,8 +852,8 @@ func (x *xlsxWriter) uniqueSheet(name string) string {
 // metadata writes the Metadata sheet: what was run, on what, when, and
 // which sheet holds which row's requests. Secrets stay out: the API key
 // never reaches the manifest, server headers (which may carry one) are not
-// written, passwords in URLs are masked, and engine flags named like a
-// secret show no value.
+// written, credentials in URLs are masked, and engine flags named like a
+// secret show no value (package redact).
 func (x *xlsxWriter) metadata() error {
 	const sheet = xlsxSheetMetadata
 	key, err := x.style(xlsxKindKey, xlsxFillNone)
@@ -1023,14 +1023,14 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	} else {
 		urls := make([]string, len(s.URLs))
 		for i, u := range s.URLs {
-			urls[i] = xlsxRedactURL(u)
+			urls[i] = redact.URL(u)
 		}
 		add("Server URLs", strings.Join(urls, ", "))
 	}
 	add("API", s.API)
 	add("Model", s.Model)
 	disc := man.Server.Discovered
-	add("Discovered at", xlsxRedactURL(disc.URL))
+	add("Discovered at", redact.URL(disc.URL))
 	if ms := discoveredModels(disc); ms != "" {
 		add("Server lists", ms)
 	}
@@ -1091,50 +1091,24 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	return out
 }
 
-// xlsxRedactURL masks a password in a URL; anything that does not parse as
-// one is returned as is.
-func xlsxRedactURL(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
-
-// xlsxCommand is the command as run, shell-quoted, with URL passwords
+// xlsxCommand is the command as run, shell-quoted, with URL credentials
 // masked.
 func xlsxCommand(args []string) string {
+	args = redact.Args(args)
 	q := make([]string, len(args))
 	for i, a := range args {
-		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
-			q[i] = shellQuote(k + "=" + xlsxRedactURL(v))
-			continue
-		}
-		q[i] = shellQuote(xlsxRedactURL(a))
+		q[i] = shellQuote(a)
 	}
 	return strings.Join(q, " ")
 }
 
-// xlsxSecretFlag matches engine flag names whose values are credentials, such
-// as vLLM's --api-key.
-var xlsxSecretFlag = regexp.MustCompile(`(?i)key|token|secret|passw|credential`)
-
-// xlsxFlags formats engine flags in key order, with credentials masked.
+// xlsxFlags formats engine flags in key order, with credentials masked
+// (redact.Flags: vLLM's --api-key, an HF token, a URL's user info).
 func xlsxFlags(flags map[string]any) string {
 	if len(flags) == 0 {
 		return ""
 	}
-	masked := make(map[string]any, len(flags))
-	for k, v := range flags {
-		if xlsxSecretFlag.MatchString(k) {
-			v = "(redacted)"
-		}
-		masked[k] = v
-	}
-	return formatMap(masked)
+	return formatMap(redact.Flags(flags))
 }
 
 // xlsxEpoch stands in for a run's start when there is none, so that the
