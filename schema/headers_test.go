@@ -90,11 +90,11 @@ func TestCredentialsAreNotEchoed(t *testing.T) {
 // is refused, and the message shows the URL masked.
 func TestTargetURLIsRedacted(t *testing.T) {
 	for _, tc := range []struct{ target, shown string }{
-		{"https://alice:hunter22@host/v1", `URL "https://***@host/v1" embeds credentials`},
-		{"https://sk-zzz999@host/v1", `URL "https://***@host/v1" embeds credentials`},
-		{"http://host/v1?api_key=sk-zzz999", `URL "http://host/v1?api_key=***" has a query or fragment`},
-		{"http://alice:hunter22@host:port/v1", `invalid URL "http://***@host:port/v1": invalid port`},
-		{"ftp://alice:hunter22@host/v1", `URL "ftp://***@host/v1" must start with http://`},
+		{"https://alice:hunter22@host/v1", `--target URL "https://***@host/v1" embeds credentials`},
+		{"https://sk-zzz999@host/v1", `--target URL "https://***@host/v1" embeds credentials`},
+		{"http://host/v1?api_key=sk-zzz999", `--target URL "http://host/v1?api_key=***" has a query or fragment`},
+		{"http://alice:hunter22@host:port/v1", `invalid --target URL "http://***@host:port/v1": invalid port`},
+		{"ftp://alice:hunter22@host/v1", `--target URL "ftp://***@host/v1" must start with http://`},
 	} {
 		_, err := Parse("t.yaml", []byte(header+"rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]\n"), Options{Target: tc.target})
 		if err == nil {

@@ -194,18 +194,21 @@ func (r *resolver) server(target string) ServerPlan {
 		// Messages show the URL redacted (redact.URL): one with a
 		// password or a key in its query is refused, not echoed.
 		pu, err := url.Parse(u)
-		shown := redact.URL(u)
+		shown, what := redact.URL(u), "URL"
+		if target != "" {
+			what = "--target URL"
+		}
 		switch {
 		case err != nil:
-			r.problem(path, "", "invalid URL %q: %s", shown, urlParseError(u, err))
+			r.problem(path, "", "invalid %s %q: %s", what, shown, urlParseError(u, err))
 		case pu.Scheme != "http" && pu.Scheme != "https":
-			r.problem(path, "write it as http://host:port/v1", "URL %q must start with http:// or https://", shown)
+			r.problem(path, "write it as http://host:port/v1", "%s %q must start with http:// or https://", what, shown)
 		case pu.Host == "":
-			r.problem(path, "write it as http://host:port/v1", "URL %q has no host", shown)
+			r.problem(path, "write it as http://host:port/v1", "%s %q has no host", what, shown)
 		case pu.User != nil:
-			r.problem(path, "put credentials in the environment variable named by api_key_env (or header_env)", "URL %q embeds credentials, which would be recorded in the run", shown)
+			r.problem(path, "put credentials in the environment variable named by api_key_env (or header_env)", "%s %q embeds credentials, which would be recorded in the run", what, shown)
 		case pu.RawQuery != "" || pu.Fragment != "" || pu.ForceQuery:
-			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env or header_env", "URL %q has a query or fragment, which would be recorded in the run", shown)
+			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env or header_env", "%s %q has a query or fragment, which would be recorded in the run", what, shown)
 		default:
 			p.URLs = append(p.URLs, strings.TrimRight(u, "/"))
 		}
