@@ -247,7 +247,7 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 				var ps schema.Problems
 				switch {
 				case errors.As(err, &ps):
-					fmt.Fprintln(stderr, ps.Error())
+					fmt.Fprintln(stderr, textsafe.Terminal(ps.Error()))
 					n := len(ps)
 					return withCode(exitInvalid, fmt.Errorf("%d problem%s; nothing was re-rendered", n, plural(n)))
 				case errors.Is(err, reports.ErrInvalidExperiment):
@@ -256,15 +256,15 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 				return withCode(exitRuntime, err)
 			}
 			for _, n := range res.Notes {
-				fmt.Fprintf(stderr, "note: %s\n", n)
+				fmt.Fprintf(stderr, "note: %s\n", textsafe.Terminal(n))
 			}
 			for _, f := range res.Unsupported {
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
 			if res.Rejudged {
-				fmt.Fprintf(stderr, "note: %s; the run's own record is unchanged\n", res.Why)
+				fmt.Fprintf(stderr, "note: %s; the run's own record is unchanged\n", textsafe.Terminal(res.Why))
 			}
-			fmt.Fprintf(stdout, "decision record: %s\n", filepath.Join(res.Dir.Path, "decision.md"))
+			fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
 			return verdictExit(stdout, res.Decision)
 		},
 	}
@@ -324,18 +324,18 @@ as file:line: message. It exits 4 if any file is invalid.`,
 				}
 				notes, err := runner.CheckSources(plan)
 				for _, n := range notes {
-					fmt.Fprintf(stderr, "%s: %s\n", f, textsafe.Terminal(n))
+					fmt.Fprintf(stderr, "%s: %s\n", textsafe.Terminal(f), textsafe.Terminal(n))
 				}
 				if err != nil {
 					bad++
-					fmt.Fprintf(stderr, "%s: %s\n", f, textsafe.Terminal(err.Error()))
+					fmt.Fprintf(stderr, "%s: %s\n", textsafe.Terminal(f), textsafe.Terminal(err.Error()))
 					continue
 				}
 				rows := "rows"
 				if len(plan.Rows) == 1 {
 					rows = "row"
 				}
-				fmt.Fprintf(stdout, "%s: ok (%d %s)\n", f, len(plan.Rows), rows)
+				fmt.Fprintf(stdout, "%s: ok (%d %s)\n", textsafe.Terminal(f), len(plan.Rows), rows)
 			}
 			if bad > 0 {
 				return withCode(exitInvalid, fmt.Errorf("%d of %d file%s invalid", bad, len(args), plural(len(args))))
@@ -429,7 +429,7 @@ server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`
 				_ = ln.Close()
 				return withCode(exitUsage, err)
 			}
-			fmt.Fprintf(stdout, "serving %s (preset %s) on %s (Ctrl-C to stop)\n", inst.Server.Config().Model, settings.Preset, inst.BaseURL)
+			fmt.Fprintf(stdout, "serving %s (preset %s) on %s (Ctrl-C to stop)\n", textsafe.Terminal(inst.Server.Config().Model), textsafe.Terminal(settings.Preset), inst.BaseURL)
 			<-ctx.Done()
 			if err := inst.Close(); err != nil {
 				return withCode(exitRuntime, err)
