@@ -149,11 +149,13 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 		}
 	}
 	w, err := Write(out, in)
-	if err != nil {
+	if w == nil {
 		return nil, err
 	}
+	// A format that failed to render is reported beside the verdict,
+	// which was written: see Write.
 	res.Written, res.Dir = w, out
-	return res, nil
+	return res, err
 }
 
 // recordedVerdicts reads the verdicts decision.json holds, as verdictsOf

@@ -200,3 +200,29 @@ func TestRerenderNotARunDirectory(t *testing.T) {
 		t.Errorf("error %v; want a runtime error naming the manifest", err)
 	}
 }
+
+// TestFailedFormatKeepsTheVerdict: a report format that cannot be written
+// (here report.html, whose place a directory holds) costs that file, not
+// the decision record: decision.md and decision.json are written and the
+// error names what is missing.
+func TestFailedFormatKeepsTheVerdict(t *testing.T) {
+	run := copyRun(t, fixtureRun)
+	if err := os.MkdirAll(filepath.Join(run, ReportHTML, "occupied"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"decision.md", DecisionJSON} {
+		os.Remove(filepath.Join(run, f))
+	}
+	res, err := Rerender(run, RerenderOptions{})
+	if err == nil || !strings.Contains(err.Error(), ReportHTML) {
+		t.Fatalf("error %v; want one naming %s", err, ReportHTML)
+	}
+	if res == nil || res.Decision == nil {
+		t.Fatal("no decision returned with the error")
+	}
+	for _, f := range []string{"decision.md", DecisionJSON, SummaryCSV} {
+		if _, err := os.Stat(filepath.Join(run, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}

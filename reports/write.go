@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -34,6 +35,12 @@ const PlotsDir = "plots"
 // points), the plots, and whichever of summary.csv, report.html,
 // results.xlsx and profile_export.jsonl the experiment asks for.
 // summary.json is the runner's and is already there.
+//
+// The verdict is what a run is for, so a format that fails to render (a
+// plot, the spreadsheet) does not cost it: the other files are still
+// written, and Write returns both the Written (with the decision) and an
+// error naming what is missing. A nil Written means decision.md itself
+// could not be written.
 func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Decision == nil {
 		in.Decision = Judge(in.Plan, in.Summary)
@@ -55,9 +62,11 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		w.Files = append(w.Files, name)
 		return nil
 	}
+	var failed []error
 	plots, err := RenderPlots(in)
 	if err != nil {
-		return nil, fmt.Errorf("render plots: %w", err)
+		failed = append(failed, fmt.Errorf("render plots: %w", err))
+		plots = nil
 	}
 	for _, p := range plots {
 		for _, f := range []struct {
@@ -66,7 +75,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		}{{".png", p.PNG}, {".svg", p.SVG}} {
 			if len(f.data) > 0 {
 				if err := add(filepath.Join(PlotsDir, p.Name+f.ext), f.data); err != nil {
-					return nil, err
+					failed = append(failed, err)
 				}
 			}
 		}
@@ -79,14 +88,16 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if err := add(rundir.DecisionFile, md.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := dir.WriteJSON(DecisionJSON, in.Decision); err != nil {
-		return nil, err
+	for _, j := range []struct {
+		name string
+		v    any
+	}{{DecisionJSON, in.Decision}, {AnalysisJSON, in.Analysis}} {
+		if err := dir.WriteJSON(j.name, j.v); err != nil {
+			failed = append(failed, err)
+			continue
+		}
+		w.Files = append(w.Files, j.name)
 	}
-	w.Files = append(w.Files, DecisionJSON)
-	if err := dir.WriteJSON(AnalysisJSON, in.Analysis); err != nil {
-		return nil, err
-	}
-	w.Files = append(w.Files, AnalysisJSON)
 	for _, f := range in.Plan.Formats {
 		var b bytes.Buffer
 		var name string
@@ -103,7 +114,8 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		case "aiperf":
 			// Streamed to the file: it holds every request.
 			if err := writeAIPerfFile(dir, in); err != nil {
-				return nil, fmt.Errorf("render %s: %w", AIPerfExport, err)
+				failed = append(failed, fmt.Errorf("render %s: %w", AIPerfExport, err))
+				continue
 			}
 			w.Files = append(w.Files, AIPerfExport)
 			continue
@@ -112,15 +124,16 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("render %s: %w", name, err)
+			failed = append(failed, fmt.Errorf("render %s: %w", name, err))
+			continue
 		}
 		if b.Len() == 0 {
 			w.Unsupported = append(w.Unsupported, f)
 			continue
 		}
 		if err := add(name, b.Bytes()); err != nil {
-			return nil, err
+			failed = append(failed, err)
 		}
 	}
-	return w, nil
+	return w, errors.Join(failed...)
 }

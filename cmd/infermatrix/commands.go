@@ -120,9 +120,13 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 				return withCode(exitRuntime, runErr)
 			}
 			written, err := reports.Write(res.Dir, &reports.Input{Plan: plan, Manifest: res.Manifest, Summary: res.Summary})
-			if err != nil {
+			if written == nil {
 				return withCode(exitRuntime, errors.Join(runErr, err))
 			}
+			// A format that failed to render does not cost the verdict:
+			// it is printed, and the missing reports make it a runtime
+			// error (see reports.Write).
+			formatErr := err
 			for _, f := range written.Unsupported {
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
@@ -130,11 +134,15 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(decision))
 			switch {
 			case runErr != nil:
-				return withCode(exitRuntime, runErr)
+				return withCode(exitRuntime, errors.Join(runErr, formatErr))
 			case res.Interrupted:
-				return withCode(exitInterrupted, errors.New("interrupted; the decision record covers what was measured"))
+				return withCode(exitInterrupted, errors.Join(errors.New("interrupted; the decision record covers what was measured"), formatErr))
 			}
-			return verdictExit(stdout, written.Decision)
+			verdict := verdictExit(stdout, written.Decision)
+			if formatErr != nil {
+				return withCode(exitRuntime, fmt.Errorf("the decision record is written, but not every report: %w", formatErr))
+			}
+			return verdict
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
@@ -243,6 +251,13 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 				return withCode(exitUsage, fmt.Errorf("--semantics %q: want infermatrix, vllm or aiperf", semantics))
 			}
 			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment, Semantics: semantics})
+			if err != nil && res != nil {
+				// The decision record was written; a format was not.
+				fmt.Fprintf(stderr, "some reports were not written:\n%s\n", textsafe.Terminal(err.Error()))
+				fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
+				_ = verdictExit(stdout, res.Decision)
+				return withCode(exitRuntime, errors.New("the decision record is written, but not every report"))
+			}
 			if err != nil {
 				var ps schema.Problems
 				switch {
