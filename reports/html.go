@@ -52,18 +52,6 @@ type seg struct {
 func prose(s string) seg { return seg{Text: s} }
 func mono(s string) seg  { return seg{Text: s, Code: true} }
 
-// codeSegs lists ids as code, separated by commas.
-func codeSegs(ids []string) []seg {
-	var out []seg
-	for i, id := range ids {
-		if i > 0 {
-			out = append(out, prose(", "))
-		}
-		out = append(out, mono(id))
-	}
-	return out
-}
-
 // mdSegs reads the code spans of a sentence written for Markdown (the
 // analysis writes its explanations so), as code; the rest stays prose.
 func mdSegs(s string) []seg {
@@ -285,9 +273,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	}
 
 	v.Semantics = semanticsSegs(sum.Semantics)
-	for _, n := range sum.SemanticsNotes {
-		v.SemNotes = append(v.SemNotes, n)
-	}
+	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
 	for _, rs := range sum.Rows {
 		if len(rs.SemanticsNotes) > 0 {
 			v.RowSemNotes = append(v.RowSemNotes, [2]string{rs.ID, strings.Join(rs.SemanticsNotes, "; ")})

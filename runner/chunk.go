@@ -21,10 +21,8 @@ type chunkFields struct {
 	usageBuf openai.Usage
 	// cacheN is llama.cpp's timings.cache_n, the prompt tokens it reused
 	// from its cache; hasCacheN says the chunk carried it.
-	cacheN      int
-	hasCacheN   bool
-	hasMessage  bool
-	messageType byte
+	cacheN    int
+	hasCacheN bool
 }
 
 // choiceFields is one choice's text. Content is DeltaContent then Text, and

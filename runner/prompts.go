@@ -358,8 +358,11 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 			msgs = []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: p.text}}
 		}
 		b, err = json.Marshal(openai.ChatCompletionRequest{
-			Model:         w.model,
-			Messages:      msgs,
+			Model:    w.model,
+			Messages: msgs,
+			// max_tokens, not max_completion_tokens: every engine reads it;
+			// not every engine reads the newer name.
+			//lint:ignore SA1019 deprecated by OpenAI, still what engines read
 			MaxTokens:     p.maxTokens,
 			Stream:        stream,
 			StreamOptions: opts,
