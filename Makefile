@@ -2,7 +2,8 @@
 # `make test` is what CI runs. `make help` lists every target.
 
 GO      ?= go
-# FUZZTIME is how long make fuzz runs each fuzzer, e.g. make fuzz FUZZTIME=10m.
+# FUZZTIME is how long make fuzz runs each fuzzer, e.g. make fuzz FUZZTIME=10m
+# (-timeout 0: go test's own 10-minute limit would stop a fuzzer at 10m).
 FUZZTIME ?= 60s
 BIN     := bin/infermatrix
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -58,9 +59,9 @@ bench:
 
 ## fuzz: fuzz the SSE reader, the chunk decoder and the experiment loader, FUZZTIME each
 fuzz:
-	$(GO) test ./runner -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) -timeout 0
+	$(GO) test ./runner -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME) -timeout 0
+	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -timeout 0
 
 ## schema: regenerate schema/infermatrix.schema.json from the Go types
 schema:
