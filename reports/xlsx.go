@@ -1003,6 +1003,9 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 		if len(x.d.Why) > 0 {
 			add("Why", strings.Join(x.d.Why, "; "))
 		}
+		if x.d.Rebuilt != "" {
+			add("Rebuilt", x.d.Rebuilt)
+		}
 	}
 	if x.in.JudgedBy != "" {
 		add("Re-judged", x.in.JudgedBy)

@@ -15,6 +15,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/xuri/excelize/v2"
 )
 
 // mainArgsEnv makes the test binary run the command line instead of the
@@ -155,6 +156,9 @@ func TestReportRebuildsKilledRun(t *testing.T) {
 		html := readFile(t, filepath.Join(dir, "report.html"))
 		if !strings.Contains(html, "Rebuilt from records after the run stopped without writing its summaries") {
 			t.Error("report.html does not say it was rebuilt")
+		}
+		if !xlsxSays(t, filepath.Join(dir, "results.xlsx"), "Metadata", "Rebuilt", "Rebuilt from records") {
+			t.Error("results.xlsx's Metadata sheet does not say it was rebuilt")
 		}
 		var d reports.Decision
 		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "decision.json"))), &d); err != nil {
@@ -364,4 +368,25 @@ func TestReportAfterSIGKILL(t *testing.T) {
 	if whole := bytes.Count(b, []byte("\n")); rs.Status != metrics.RowInterrupted || rs.Requests.Sent+rs.Requests.Warmup != whole {
 		t.Errorf("row forever: status %s, %d requests; want interrupted, and the %d whole records on disk", rs.Status, rs.Requests.Sent+rs.Requests.Warmup, whole)
 	}
+}
+
+// xlsxSays reports whether a sheet of the workbook has a line whose first
+// cell is key and whose second starts with value.
+func xlsxSays(t *testing.T, path, sheet, key, value string) bool {
+	t.Helper()
+	f, err := excelize.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := f.GetRows(sheet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if len(r) >= 2 && r[0] == key && strings.HasPrefix(r[1], value) {
+			return true
+		}
+	}
+	return false
 }
