@@ -58,10 +58,13 @@ bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -timeout 30m ./...
 
 ## fuzz: fuzz the SSE reader, the chunk decoder and the experiment loader, FUZZTIME each
+# A Parse of a whole experiment takes milliseconds, so minimizing each new
+# input the loader's fuzzer finds would take go test's default minute: five
+# seconds leaves the time for fuzzing.
 fuzz:
 	$(GO) test ./runner -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) -timeout 0
 	$(GO) test ./runner -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME) -timeout 0
-	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -timeout 0
+	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -timeout 0 -fuzzminimizetime 5s
 
 ## schema: regenerate schema/infermatrix.schema.json from the Go types
 schema:
