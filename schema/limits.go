@@ -48,6 +48,13 @@ const (
 	// MaxTokenizerBytes bounds a tokenizer.json. The largest common ones
 	// (Gemma's, with a 256k vocabulary) are about 35 MB.
 	MaxTokenizerBytes = 64 << 20
+	// MaxExprBytes bounds one acceptance or hypothesis expression. Real
+	// rules are a line; a hypothesis comparing rows by name a few lines.
+	MaxExprBytes = 4096
+	// MaxExprDepth bounds how deeply an expression nests brackets: the
+	// expression parser recurses on each, and a hundred thousand of them
+	// take it seconds and megabytes of stack to refuse.
+	MaxExprDepth = 64
 )
 
 // checkNodes walks the document before it is decoded: it refuses a
@@ -187,6 +194,33 @@ func (r *resolver) checkID(path, what, value string) bool {
 	}
 	if strings.IndexFunc(value, unicode.IsControl) >= 0 {
 		r.problem(path, "remove control characters (tabs, line breaks) from it", "%s %q holds a control character", what, value)
+		return false
+	}
+	return true
+}
+
+// checkExpr refuses an expression too long or too deeply nested to be a
+// rule a reviewer reads, before it reaches the expression compiler, and
+// reports whether it may be compiled.
+func (r *resolver) checkExpr(path, src string) bool {
+	if len(src) > MaxExprBytes {
+		r.problem(path, "split it into several rules",
+			"the expression is %d bytes long, over the limit of %d", len(src), MaxExprBytes)
+		return false
+	}
+	depth, deepest := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ')', ']', '}':
+			depth--
+		}
+	}
+	if deepest > MaxExprDepth {
+		r.problem(path, "write it with fewer brackets, or split it into several rules",
+			"the expression nests brackets %d deep, over the limit of %d", deepest, MaxExprDepth)
 		return false
 	}
 	return true

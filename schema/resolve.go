@@ -913,7 +913,7 @@ func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 			}
 			rule.Rows = append(rule.Rows, matched...)
 		}
-		if a.Expect != "" {
+		if a.Expect != "" && r.checkExpr(path+".expect", a.Expect) {
 			prog, probs := metrics.CompileRow(a.Expect)
 			r.exprProblems(path+".expect", a.Expect, probs)
 			rule.Program = prog
@@ -949,7 +949,7 @@ func (r *resolver) hypotheses(rows []PlannedRow) []HypothesisRule {
 		}
 		seen[h.ID] = true
 		rule := HypothesisRule{ID: h.ID, Statement: h.Statement}
-		if h.Expect != "" {
+		if h.Expect != "" && r.checkExpr(path+".expect", h.Expect) {
 			prog, probs := metrics.CompileHypothesis(h.Expect, ids, swept)
 			r.exprProblems(path+".expect", h.Expect, probs)
 			rule.Program = prog

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,6 +36,9 @@ type hostileCase struct {
 	yaml  string            // the experiment; DIR is replaced by the case's directory
 	files map[string]string // other files in the case's directory
 	args  []string          // extra flags for run and validate's command line
+	// path, when set, is the experiment to read instead of the case's
+	// file (a device); fifo names a named pipe made in the directory.
+	path, fifo string
 	// where is a regexp the output must hold: the position of the problem.
 	where string
 	// says is a regexp the output must hold: what is wrong.
@@ -91,6 +95,17 @@ func hostileCases() []hostileCase {
 		{name: "trace negative length", says: `length`, yaml: trace,
 			files: map[string]string{"t.jsonl": `{"timestamp": 0, "input_length": -5, "output_length": 4, "hash_ids": [1]}` + "\n"},
 			where: `t\.jsonl:1`},
+		{name: "experiment is /dev/zero", says: `regular file|device`, path: "/dev/zero", where: `/dev/zero`},
+		{name: "experiment is a directory", says: `regular file|directory`, path: "DIR", where: `read experiment|DIR`},
+		{name: "experiment is a named pipe", says: `regular file|pipe`, fifo: "e.yaml", where: `e\.yaml`},
+		{name: "dataset is a named pipe", says: `regular file|pipe`, yaml: dataset("p.jsonl", "jsonl"), fifo: "p.jsonl", where: `\.yaml:\d+:\d+`},
+		{name: "nesting ten thousand deep", says: `depth|deep|nest`, yaml: hostileHead + "metadata: " + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "\nrows: []\n", where: `\.yaml:\d+:\d+`},
+		{name: "rule nested a hundred thousand deep", says: `expect|nest|deep|expression`, yaml: row("acceptance:\n  - {name: deep, expect: \"" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000) + "\"}\n"), where: `\.yaml:\d+:\d+`},
+		{name: "merge of scalars", says: `merge|<<`, yaml: row("    <<: [1, 2]\n"), where: `\.yaml:\d+:\d+`},
+		{name: "key in api_key_env", says: `environment variable`, yaml: strings.Replace(row(""), "model: m}", "model: m, api_key_env: sk-"+hostileSecret+"}", 1), where: `\.yaml:\d+:\d+`},
+		{name: "key in header_env", says: `environment variable`, yaml: strings.Replace(row(""), "model: m}", "model: m, header_env: {X-Api-Key: \"sk-"+hostileSecret+"\"}}", 1), where: `\.yaml:\d+:\d+`},
+		{name: "credential header in a row", says: `header_env|credential`, yaml: row("    headers: {Private-Token: " + hostileSecret + "}\n"), where: `\.yaml:\d+:\d+`},
+		{name: "row id with a terminal escape", says: `control|character`, yaml: strings.Replace(row(""), "id: r", "id: \"r\\e]0;pwned\\a\\e[2J\"", 1), where: `\.yaml:\d+:\d+`},
 		{name: "experiment is huge", says: `MiB|large|size|limit`, yaml: row("") + "metadata:\n  pad: \"" + strings.Repeat("x", 8<<20) + "\"\n", where: `\.yaml`},
 	}
 }
@@ -110,9 +125,20 @@ func TestHostileCorpus(t *testing.T) {
 				}
 			}
 			file := filepath.Join(dir, "e.yaml")
-			if err := os.WriteFile(file, []byte(strings.ReplaceAll(tc.yaml, "DIR", dir)), 0o644); err != nil {
-				t.Fatal(err)
+			if tc.fifo != "e.yaml" {
+				if err := os.WriteFile(file, []byte(strings.ReplaceAll(tc.yaml, "DIR", dir)), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
+			if tc.fifo != "" {
+				if err := syscall.Mkfifo(filepath.Join(dir, tc.fifo), 0o644); err != nil {
+					t.Skipf("no named pipes here: %v", err)
+				}
+			}
+			if tc.path != "" {
+				file = strings.ReplaceAll(tc.path, "DIR", dir)
+			}
+			where := strings.ReplaceAll(tc.where, "DIR", regexp.QuoteMeta(dir))
 			want := tc.code
 			if want == 0 {
 				want = exitInvalid
@@ -134,8 +160,8 @@ func TestHostileCorpus(t *testing.T) {
 				if r.code != want {
 					t.Errorf("%s: exit %d, want %d\n%s", args[0], r.code, want, clipText(text))
 				}
-				if !regexp.MustCompile(tc.where).MatchString(text) {
-					t.Errorf("%s: no position matching %s in:\n%s", args[0], tc.where, clipText(text))
+				if !regexp.MustCompile(where).MatchString(text) {
+					t.Errorf("%s: no position matching %s in:\n%s", args[0], where, clipText(text))
 				}
 				if tc.says != "" && !regexp.MustCompile("(?i)"+tc.says).MatchString(text) {
 					t.Errorf("%s: the output does not say %s:\n%s", args[0], tc.says, clipText(text))
