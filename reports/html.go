@@ -68,12 +68,23 @@ func mdSegs(s string) []seg {
 	return out
 }
 
+// descriptionSegs splits the description into paragraphs as decision.md
+// does, each read for its code spans; the rest is text, escaped by the
+// template.
+func descriptionSegs(desc string) [][]seg {
+	var out [][]seg
+	for _, p := range textsafe.Paragraphs(desc) {
+		out = append(out, mdSegs(p))
+	}
+	return out
+}
+
 type htmlView struct {
 	Title string
 	Name  string
 	// Description is the experiment's description, one paragraph each,
-	// as decision.md keeps them.
-	Description []string
+	// as decision.md keeps them, with its code spans shown as code.
+	Description [][]seg
 	Interrupted bool
 	Verdict     htmlVerdict
 	ClientBound []string
@@ -203,7 +214,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		Rejudged:    in.JudgedBy,
 		Server:      serverComparison(p, man),
 		Name:        exp.Name,
-		Description: textsafe.Paragraphs(exp.Description),
+		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
 		Facts:       runFacts(man),
@@ -617,7 +628,7 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 <h1>{{.Title}}</h1>
 {{if .Simulated}}<p class="callout simulated"><strong>{{.Simulated}}</strong></p>{{end}}
 {{if .Rejudged}}<p class="callout"><strong>Re-judged.</strong> {{.Rejudged}}</p>{{end}}
-{{range .Description}}<p class="lead">{{.}}</p>{{end}}
+{{range .Description}}<p class="lead">{{template "segs" .}}</p>{{end}}
 <nav class="toc" aria-label="Sections">
 {{- if .Hypotheses}}
 <a href="#hypotheses">Hypotheses</a>
