@@ -179,7 +179,11 @@ func verdictExit(stdout io.Writer, d *reports.Decision) error {
 		fmt.Fprintf(stdout, "verdict: INCONCLUSIVE (%s)\n", textsafe.Terminal(strings.Join(d.Why, "; ")))
 		return withCode(exitInconclusive, errors.New(""))
 	case reports.Incomplete:
-		fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run was interrupted)")
+		if d.Rebuilt != "" {
+			fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run stopped before its end; rebuilt from its records)")
+		} else {
+			fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run was interrupted)")
+		}
 		return withCode(exitInterrupted, errors.New(""))
 	default:
 		fmt.Fprintf(stdout, "verdict: %s\n", strings.ToUpper(d.Verdict))
