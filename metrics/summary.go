@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // SummaryFormat versions summary.json. Readers refuse other versions rather
@@ -336,7 +337,16 @@ type Errors struct {
 	Total   int            `json:"total"`
 	Ratio   float64        `json:"ratio"` // Total / (Sent - Canceled)
 	ByClass map[string]int `json:"by_class,omitempty"`
+	// Examples holds, for each class, the message of the first request
+	// that failed with it (clipped to MaxErrorExample bytes), so that the
+	// decision record says what went wrong, not only how often: "307 to
+	// another origin, not followed" is the finding, "redirect 5" the count.
+	Examples map[string]string `json:"examples,omitempty"`
 }
+
+// MaxErrorExample bounds an error example kept in a summary: the message
+// came from the server under test.
+const MaxErrorExample = 300
 
 // Options shape a summary.
 type Options struct {
@@ -366,8 +376,9 @@ type Aggregator struct {
 	sem     string
 	reqs    Requests
 	errs    map[string]int
-	first   int64 // earliest dispatch of a measured request, ns since row start
-	last    int64 // latest end of a measured request
+	errMsgs map[string]string // the first message of each class
+	first   int64             // earliest dispatch of a measured request, ns since row start
+	last    int64             // latest end of a measured request
 	anyMeas bool
 	// okFirst and okLast bound the successful requests, from start to
 	// E2E end: AIPerf's benchmark duration.
@@ -435,7 +446,7 @@ func NewAggregator(opts Options) *Aggregator {
 	if sem == "" {
 		sem = SemInfermatrix
 	}
-	return &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, slices: newSlicer(opts.Timeslice)}
+	return &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, errMsgs: map[string]string{}, slices: newSlicer(opts.Timeslice)}
 }
 
 // SetClientLoad records what the runner measured of its own process
@@ -485,6 +496,9 @@ func (a *Aggregator) Add(r *Record) {
 		default:
 			a.errs[r.Error.Class]++
 			a.goodBase++
+			if _, seen := a.errMsgs[r.Error.Class]; !seen {
+				a.errMsgs[r.Error.Class] = clipExample(r.Error.Message)
+			}
 		}
 		return
 	}
@@ -755,6 +769,9 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	if len(a.errs) > 0 {
 		s.Errors.ByClass = a.errs
 	}
+	if len(a.errMsgs) > 0 {
+		s.Errors.Examples = a.errMsgs
+	}
 	s.SelfCheck = a.selfCheck()
 	s.Tokens = a.tokenCheck()
 	s.SemanticsNotes = a.semanticsNotes()
@@ -879,4 +896,17 @@ func (a *Aggregator) clientLoad(c *SelfCheck) {
 			"the machine's CPUs were %.0f%% busy during the row, this process included: where other processes compete for the cores, the client's stamps are delayed in ways the measurement error does not show",
 			100*c.HostCPU))
 	}
+}
+
+// clipExample cuts an error message to MaxErrorExample bytes, at a rune
+// boundary.
+func clipExample(msg string) string {
+	if len(msg) <= MaxErrorExample {
+		return msg
+	}
+	cut := MaxErrorExample
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const msNS = int64(1e6) // a millisecond in nanoseconds
@@ -186,5 +188,32 @@ func BenchmarkAggregatorAdd(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		a.Add(r)
+	}
+}
+
+// TestErrorExamples: a row's summary keeps, per class, the first failed
+// request's message, clipped, so the decision record can say what went
+// wrong; deliberate cancellations are not errors and give no example.
+func TestErrorExamples(t *testing.T) {
+	a := NewAggregator(Options{})
+	long := strings.Repeat("é", MaxErrorExample) // two bytes a rune: the cut falls inside one
+	for _, e := range []*Error{
+		{Class: ErrHTTP, Message: "HTTP 503: overloaded"},
+		{Class: ErrHTTP, Message: "HTTP 500: later"},
+		{Class: ErrRedirect, Message: long},
+		{Class: ErrCanceled, Message: "cancelled on purpose"},
+	} {
+		a.Add(&Record{Stream: true, StartNS: msNS, EndNS: 2 * msNS, Error: e})
+	}
+	s := a.Summary("r", "r", RowComplete)
+	if got := s.Errors.Examples[ErrHTTP]; got != "HTTP 503: overloaded" {
+		t.Errorf("http example %q; want the first message", got)
+	}
+	got := s.Errors.Examples[ErrRedirect]
+	if len(got) > MaxErrorExample+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("long example: %d bytes, valid UTF-8 %v: %q", len(got), utf8.ValidString(got), got)
+	}
+	if _, ok := s.Errors.Examples[ErrCanceled]; ok || len(s.Errors.Examples) != 2 {
+		t.Errorf("examples %v; want http and redirect only", s.Errors.Examples)
 	}
 }

@@ -102,6 +102,7 @@ type htmlView struct {
 	Matrix      []htmlMatrixRow
 	Semantics   []seg
 	SemNotes    []string
+	ErrorLines  []errorLine
 	RowSemNotes [][2]string
 	SLO         string
 	HasSLO      bool
@@ -285,6 +286,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 
 	v.Semantics = semanticsSegs(sum.Semantics)
 	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
+	v.ErrorLines = errorLines(sum)
 	for _, rs := range sum.Rows {
 		if len(rs.SemanticsNotes) > 0 {
 			v.RowSemNotes = append(v.RowSemNotes, [2]string{rs.ID, strings.Join(rs.SemanticsNotes, "; ")})
@@ -771,6 +773,17 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 </tbody>
 </table></div>
 {{if .HasSLO}}<p>Goodput counts requests meeting every SLO: {{.SLO}}.</p>{{end}}
+{{if .ErrorLines}}
+<p>Errors, with the first message of each class (every message is in the row's requests.jsonl):</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>Class</th><th class="num">Requests</th><th>First message</th></tr></thead>
+<tbody>
+{{- range .ErrorLines}}
+<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Class}}</td><td class="num">{{.Count}}</td><td>{{.Message}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{end}}
 {{if or .SemNotes .RowSemNotes}}
 <p>Under this semantics:</p>
 <ul>

@@ -152,6 +152,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", sloText(sum.SLO))
 	}
 	m.semanticsNotes(sum)
+	m.errorExamples(sum)
 
 	if in.Analysis != nil {
 		m.predictions(in.Plan, in.Analysis.Predictions)
@@ -251,6 +252,42 @@ func (m *mdWriter) semanticsNotes(sum *metrics.Summary) {
 		m.printf("- %s: %s.\n", codeSpan(rs.ID), cell(strings.Join(rs.SemanticsNotes, "; ")))
 	}
 	m.printf("\n")
+}
+
+// errorExamples lists, for every row with failed requests, each error
+// class with the message of its first request: what went wrong, which the
+// Results table's counts do not say.
+func (m *mdWriter) errorExamples(sum *metrics.Summary) {
+	lines := errorLines(sum)
+	if len(lines) == 0 {
+		return
+	}
+	m.printf("Errors, with the first message of each class (every message is in the row's requests.jsonl):\n\n")
+	m.printf("| Row | Class | Requests | First message |\n|---|---|---|---|\n")
+	for _, l := range lines {
+		m.printf("| %s | %s | %d | %s |\n", code(l.Row), l.Class, l.Count, cell(l.Message))
+	}
+	m.printf("\n")
+}
+
+// errorLine is one row's count and first message of one error class.
+type errorLine struct {
+	Row, Class, Message string
+	Count               int
+}
+
+// errorLines lists each row's error classes in the fixed class order.
+func errorLines(sum *metrics.Summary) []errorLine {
+	var out []errorLine
+	for i := range sum.Rows {
+		rs := &sum.Rows[i]
+		for _, c := range metrics.ErrorClasses {
+			if n := rs.Errors.ByClass[c]; n > 0 {
+				out = append(out, errorLine{Row: rs.ID, Class: c, Count: n, Message: rs.Errors.Examples[c]})
+			}
+		}
+	}
+	return out
 }
 
 // selfCheck writes, for every row with something measured about the
