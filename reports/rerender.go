@@ -463,6 +463,11 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 		if rs.Semantics == "" {
 			re.Semantics = "" // a summary from before the setting existed
 		}
+		if rs.Errors.Examples == nil {
+			// A summary from before error examples were kept: they are
+			// read from the records, not measured, so take them.
+			rs.Errors.Examples = re.Errors.Examples
+		}
 		lag := re.SelfCheck.DispatchLag
 		re.SelfCheck = rs.SelfCheck
 		re.SelfCheck.DispatchLag = lag

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -224,5 +225,42 @@ func TestFailedFormatKeepsTheVerdict(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(run, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
+	}
+}
+
+// TestRerenderSummaryWithoutErrorExamples: a run written before summaries
+// kept error examples re-renders as it did, its records reproducing its
+// figures, and its record now names the first message of each class.
+func TestRerenderSummaryWithoutErrorExamples(t *testing.T) {
+	run := copyRun(t, fixtureRun)
+	for _, f := range []string{"summary.json", filepath.Join("rows", "long_prompt", "summary.json")} {
+		path := filepath.Join(run, f)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := regexp.MustCompile(`,\s*"examples": \{[^}]*\}`).ReplaceAll(b, nil)
+		if bytes.Equal(old, b) {
+			t.Fatalf("%s has no error examples to remove", f)
+		}
+		if err := os.WriteFile(path, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Rerender(run, RerenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range res.Notes {
+		if strings.Contains(n, "do not reproduce") {
+			t.Errorf("note %q", n)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(run, "decision.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| `long_prompt` | http | 1 | HTTP 503") {
+		t.Error("decision.md does not give the first error's message")
 	}
 }
