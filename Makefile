@@ -29,13 +29,14 @@ demo: build
 # proxy once and caches it; nothing is installed by hand.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-## lint: gofmt check, go vet and staticcheck
+## lint: gofmt check, go.mod tidy, go vet and staticcheck
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## test: lint (gofmt, go vet, staticcheck), and every test with the race detector, then every skipped test and why
+## test: lint (gofmt, go.mod tidy, go vet, staticcheck), and every test with the race detector, then every skipped test and why
 # Packages run one at a time (-p 1): several tests run real load against the
 # built-in server in real time, and a package's tests competing with
 # another's for two cores would measure the contention, not the code.

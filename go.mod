@@ -13,6 +13,7 @@ require (
 	github.com/xuri/excelize/v2 v2.11.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/image v0.38.0
+	golang.org/x/term v0.48.0
 	golang.org/x/text v0.38.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -35,5 +36,4 @@ require (
 	golang.org/x/crypto v0.53.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/term v0.48.0 // indirect
 )
