@@ -40,7 +40,18 @@ type RowEnv struct {
 	Tokens       TokensEnv  `expr:"tokens"`
 	InFlight     InFlight   `expr:"in_flight"`
 	Cache        CacheEnv   `expr:"cache"`
+	// Baseline is the same row in the baseline run (run --baseline, or
+	// the experiment's baseline key), so that a rule can hold a rerun to
+	// the last one: "tpot.p95 < 1.05 * baseline.tpot.p95". It is nil
+	// without a baseline: a rule that reads it then is refused at load
+	// time, and a row whose baseline row is missing, measured another
+	// workload or is invalid is not judged (package reports). Its own
+	// Baseline is always nil: baseline.baseline is not a name.
+	Baseline *RowEnv `expr:"baseline"`
 }
+
+// BaselineName is the name under which rules read the baseline run's row.
+const BaselineName = "baseline"
 
 // CacheEnv exposes the server's prefix-cache figures: "cache.hit_ratio <
 // 0.05" asserts a cold row, "cache.hit_ratio > 0.5" a warm prefix that
@@ -135,6 +146,11 @@ func (e RowEnv) EmptyMetrics() []string {
 	if !e.Cache.known {
 		out = append(out, "cache")
 	}
+	if e.Baseline != nil {
+		for _, m := range e.Baseline.EmptyMetrics() {
+			out = append(out, BaselineName+"."+m)
+		}
+	}
 	return out
 }
 
@@ -153,6 +169,10 @@ func (e RowEnv) Filled(v float64) RowEnv {
 	}
 	if !e.Cache.known {
 		e.Cache.HitRatio, e.Cache.UnexpectedRatio = v, v
+	}
+	if e.Baseline != nil {
+		b := e.Baseline.Filled(v)
+		e.Baseline = &b
 	}
 	return e
 }
@@ -293,7 +313,7 @@ var (
 
 func rowNames() *nameTree {
 	rowNamesOnce.Do(func() {
-		rowTree = treeOf(reflect.TypeOf(RowEnv{}))
+		rowTree = treeOf(reflect.TypeOf(RowEnv{}), false)
 		rowTree.full = collect(rowTree, "")
 	})
 	return rowTree
@@ -301,9 +321,21 @@ func rowNames() *nameTree {
 
 // RowNames lists every name an acceptance expression can use, such as
 // "ttft.p95" and "throughput.output_tokens_per_s", for docs and hints.
-func RowNames() []string { return append([]string(nil), rowNames().full...) }
+// The baseline's names (baseline.ttft.p95) mirror these and are left out.
+func RowNames() []string {
+	var out []string
+	for _, n := range rowNames().full {
+		if n != BaselineName && !strings.HasPrefix(n, BaselineName+".") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
-func treeOf(t reflect.Type) *nameTree {
+// treeOf builds the names of a struct type. A pointer field (RowEnv's
+// Baseline) is a nested environment of the same kind, one level deep:
+// inside it, pointer fields are left out, so the tree is finite.
+func treeOf(t reflect.Type, nested bool) *nameTree {
 	if t.Kind() != reflect.Struct {
 		return &nameTree{leaf: true}
 	}
@@ -314,7 +346,13 @@ func treeOf(t reflect.Type) *nameTree {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		n.children[name] = treeOf(f.Type)
+		if f.Type.Kind() == reflect.Pointer {
+			if !nested {
+				n.children[name] = treeOf(f.Type.Elem(), true)
+			}
+			continue
+		}
+		n.children[name] = treeOf(f.Type, nested)
 	}
 	return n
 }
@@ -727,6 +765,51 @@ func numberLiteral(n ast.Node) (float64, bool) {
 		return a.Value, true
 	}
 	return 0, false
+}
+
+// BaselineUse is a place where an expression reads the baseline run: From
+// and To are rune offsets of the name up to "baseline" (baseline in a
+// rule, rows.long.baseline in a hypothesis), for the load-time problem
+// when the run has no baseline.
+type BaselineUse struct {
+	From, To int
+	Text     string
+}
+
+// BaselineUses lists where an expression reads the baseline run:
+// baseline.<metric> in an acceptance rule, rows.<id>.baseline.<metric> in
+// a hypothesis. A judge needs a baseline for exactly these expressions.
+func BaselineUses(src string) []BaselineUse {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil
+	}
+	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
+	ast.Walk(&tree.Node, v)
+	var out []BaselineUse
+	for _, n := range v.chains {
+		if v.inner[n] {
+			continue
+		}
+		root, segs := chainOf(n)
+		if root == nil || v.lets[segs[0]] {
+			continue
+		}
+		at := -1
+		switch {
+		case segs[0] == BaselineName:
+			at = 0
+		case segs[0] == "rows" && len(segs) > 2 && segs[2] == BaselineName:
+			at = 2
+		}
+		if at < 0 {
+			continue
+		}
+		loc := root.Location()
+		text := strings.Join(segs[:at+1], ".")
+		out = append(out, BaselineUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
+	}
+	return out
 }
 
 // Dist returns the distribution an expression names ("ttft", "itl"), and
