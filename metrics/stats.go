@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/infermatrix/infermatrix/stats"
 )
 
 // Dist summarises one metric's samples. Statistics are exact: every sample
@@ -93,20 +95,10 @@ func isStandard(q float64) bool {
 	return false
 }
 
-// percentile is numpy.percentile(sorted, q) with the default linear method.
-func percentile(sorted []float64, q float64) float64 {
-	n := len(sorted)
-	if n == 1 {
-		return sorted[0]
-	}
-	h := (float64(n) - 1) * q / 100
-	lo := math.Floor(h)
-	i := int(lo)
-	if i >= n-1 {
-		return sorted[n-1]
-	}
-	return sorted[i] + (h-lo)*(sorted[i+1]-sorted[i])
-}
+// percentile is numpy.percentile(sorted, q) with the default linear method;
+// the one definition lives in stats, which compare's intervals use too, so a
+// summary's p99 and a comparison's p99 are the same number.
+func percentile(sorted []float64, q float64) float64 { return stats.Percentile(sorted, q) }
 
 // Percentile returns the q-th percentile (0 ≤ q ≤ 100) from the raw samples.
 // It fails when the samples are not loaded, as for a Dist read from
