@@ -147,7 +147,10 @@ func PercentileInterval(xs []float64, q, level float64, b Bootstrap) Interval {
 // which closed-loop load bends (docs/statistics.md).
 func PercentileChange(base, new []float64, q, level float64, b Bootstrap) Change {
 	lv, ok := levelOf(level)
-	if !ok || len(base) == 0 || len(new) == 0 || !(q >= 0 && q <= 100) {
+	if !(q >= 0 && q <= 100) {
+		return nanChange(math.NaN(), math.NaN(), lv)
+	}
+	if !ok || len(base) == 0 || len(new) == 0 {
 		return nanChange(Percentile(sortedCopy(base), q), Percentile(sortedCopy(new), q), lv)
 	}
 	sb, sn := sortedCopy(base), sortedCopy(new)

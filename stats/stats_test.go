@@ -280,6 +280,30 @@ func TestChangeOfZeroBaseIsAbsolute(t *testing.T) {
 	}
 }
 
+// TestNoChangeWithoutData: what cannot be computed is NaN, never a
+// confident-looking zero, and never a panic.
+func TestNoChangeWithoutData(t *testing.T) {
+	xs := []float64{1, 2, 3}
+	for name, c := range map[string]Change{
+		"empty base":     PercentileChange(nil, xs, 50, 0.95, Bootstrap{}),
+		"q above 100":    PercentileChange(xs, xs, 101, 0.95, Bootstrap{}),
+		"q below 0":      PercentileChange(xs, xs, -1, 0.95, Bootstrap{}),
+		"level 1":        PercentileChange(xs, xs, 50, 1, Bootstrap{}),
+		"mean, empty":    MeanChange(xs, nil, 0.95, Bootstrap{}),
+		"proportion, 0n": ProportionChange(0, 0, 0, 0, 0.95),
+	} {
+		if !math.IsNaN(c.P) || !math.IsNaN(c.Rel) || c.CI.Contains(0) {
+			t.Errorf("%s: %+v, want NaN figures", name, c)
+		}
+	}
+	if iv := PercentileInterval(xs, 150, 0.95, Bootstrap{}); !math.IsNaN(iv.Lower) {
+		t.Errorf("q 150: %+v", iv)
+	}
+	if iv := PercentileInterval([]float64{4}, 50, 0.95, Bootstrap{}); iv.Lower != 4 || iv.Upper != 4 {
+		t.Errorf("one value: %+v", iv)
+	}
+}
+
 func TestProportionChangeNewcombe(t *testing.T) {
 	// Newcombe (1998), Statistics in Medicine 17:873–890, table II, method
 	// 10 (hybrid score), for p₁ − p₂; here new = p₁ and base = p₂.
