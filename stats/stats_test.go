@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -427,16 +428,4 @@ func BenchmarkMannWhitney(b *testing.B) {
 	}
 }
 
-func nName(n int) string {
-	if n >= 1000 && n%1000 == 0 {
-		return "n=" + itoa(n/1000) + "k"
-	}
-	return "n=" + itoa(n)
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
-}
+func nName(n int) string { return "n=" + strconv.Itoa(n/1000) + "k" }
