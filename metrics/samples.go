@@ -14,3 +14,34 @@ func (d Dist) Values() []float64 {
 	}
 	return d.values
 }
+
+// Succeeded reports whether a record counts as a success under sem, as
+// the Aggregator counts it (vLLM's rule differs from infermatrix's; see
+// vllmSucceeded).
+func Succeeded(sem string, r *Record) bool {
+	if sem == SemVLLM {
+		return vllmSucceeded(r)
+	}
+	return r.OK()
+}
+
+// ITLSamples returns the ITL samples (ms) one successful record adds to its
+// row's itl distribution under sem: the gaps between its text events
+// (infermatrix), between its chunks with choices (vLLM), or its one
+// inter_token_latency (AIPerf). A comparison resamples them request by
+// request, since one request's gaps are not independent of each other.
+func ITLSamples(sem, api string, r *Record) []float64 {
+	var out []float64
+	add := func(ns int64) { out = append(out, ms(ns)) }
+	switch sem {
+	case SemVLLM:
+		vllmGaps(r, add)
+	case SemAIPerf:
+		if v := measure(sem, api, r); v.hasTPOT {
+			out = append(out, v.tpot)
+		}
+	default:
+		eventGaps(r.Events, add)
+	}
+	return out
+}

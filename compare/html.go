@@ -1,0 +1,164 @@
+package compare
+
+import (
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/internal/textsafe"
+)
+
+// WriteHTML writes comparison.html: one self-contained page (inline CSS,
+// plots as data: URLs, a Content-Security-Policy that loads nothing), in
+// the style of report.html. html/template escapes every text from the runs;
+// textsafe.TerminalLine removes controls first.
+func (c *Comparison) WriteHTML(w io.Writer, figs []Figure) error {
+	v := htmlView{C: c, Level: fmt.Sprintf("%g%%", 100*c.Level), Verdict: strings.ToUpper(c.Verdict)}
+	switch c.Verdict {
+	case VerdictOK:
+		v.VerdictClass = "pass"
+	case VerdictRegression:
+		v.VerdictClass = "fail"
+	default:
+		v.VerdictClass = "none"
+	}
+	for _, f := range c.Regressions {
+		v.Regressions = append(v.Regressions, findingLine(f))
+	}
+	for _, ch := range c.Changes {
+		v.Changes = append(v.Changes, [3]string{ch.Field, orNone(ch.Base), orNone(ch.New)})
+	}
+	for _, d := range c.Diffs {
+		v.NotCompared = append(v.NotCompared, [2]string{d.ID, d.Kind + diffDetail(d)})
+	}
+	for _, rc := range c.Rows {
+		if !rc.Comparable {
+			v.NotCompared = append(v.NotCompared, [2]string{rc.ID, "not comparable: " + rc.Reason})
+			continue
+		}
+		hr := htmlRow{ID: rc.ID}
+		for _, m := range rc.Metrics {
+			cls := ""
+			switch m.Verdict {
+			case Regression:
+				cls = "fail"
+			case Improvement:
+				cls = "pass"
+			}
+			hr.Metrics = append(hr.Metrics, htmlMetric{Metric: m.Metric,
+				Base: num(m.Base, m.Unit) + unitSuffix(m.Unit), New: num(m.New, m.Unit) + unitSuffix(m.Unit),
+				Change: pct(m.Change, m.Absolute), CI: ciText(&m), Verdict: m.Verdict, Class: cls, Note: m.Note})
+		}
+		v.Rows = append(v.Rows, hr)
+	}
+	for _, f := range figs {
+		v.Figures = append(v.Figures, htmlFigure{Title: f.Title,
+			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(f.PNG))})
+	}
+	t, err := template.New("c").Funcs(template.FuncMap{"safe": textsafe.TerminalLine}).Parse(htmlTemplate)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", HTMLFile, err)
+	}
+	if err := t.Execute(w, v); err != nil {
+		return fmt.Errorf("write %s: %w", HTMLFile, err)
+	}
+	return nil
+}
+
+type htmlView struct {
+	C              *Comparison
+	Level, Verdict string
+	VerdictClass   string
+	Regressions    []string
+	Changes        [][3]string
+	NotCompared    [][2]string
+	Rows           []htmlRow
+	Figures        []htmlFigure
+}
+
+type htmlRow struct {
+	ID      string
+	Metrics []htmlMetric
+}
+
+type htmlMetric struct {
+	Metric, Base, New, Change, CI, Verdict, Class, Note string
+}
+
+type htmlFigure struct {
+	Title string
+	Src   template.URL
+}
+
+const htmlTemplate = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="infermatrix">
+<title>Comparison: {{safe .C.New.Experiment}}</title>
+<style>
+:root { --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
+  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9; --none-fg: #59636e; --none-bg: #eff2f5; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --panel: #151b23; --line: #3d444d;
+    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214; --none-fg: #9198a1; --none-bg: #21262d; }
+  figure img { background: #ffffff; }
+}
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 90rem; padding: 1.5rem 1.25rem 4rem;
+  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif;
+  color: var(--fg); background: var(--bg); }
+h1 { font-size: 1.75rem; line-height: 1.25; margin: 0 0 .5rem; }
+h2 { font-size: 1.3rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--line); }
+h3 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: .875em;
+  background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: .05em .3em; overflow-wrap: anywhere; }
+.muted { color: var(--muted); }
+.scroll { overflow-x: auto; margin: .5rem 0 1rem; border: 1px solid var(--line); border-radius: 6px; }
+table { border-collapse: collapse; width: 100%; font-size: .875rem; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; vertical-align: top; padding: .4rem .6rem; border-bottom: 1px solid var(--line); }
+th { background: var(--panel); font-weight: 600; }
+tr:last-child td { border-bottom: 0; }
+td.num { text-align: right; white-space: nowrap; }
+.pass { color: var(--pass-fg); background: var(--pass-bg); }
+.fail { color: var(--fail-fg); background: var(--fail-bg); }
+.none { color: var(--none-fg); background: var(--none-bg); }
+.verdict { border-radius: 8px; padding: .9rem 1.1rem; margin: 1.25rem 0; border: 1px solid var(--line); }
+.verdict strong { font-size: 1.2rem; margin-right: .4rem; }
+figure { margin: 1.5rem 0; break-inside: avoid; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+figcaption { font-size: .9rem; color: var(--muted); margin-top: .4rem; }
+</style>
+</head>
+<body>
+<h1>Comparison: {{safe .C.New.Experiment}}</h1>
+<p class="muted">base <code>{{safe .C.Base.Name}}</code> ({{.C.Base.Started}}, {{safe .C.Base.Verdict}}) · new <code>{{safe .C.New.Name}}</code> ({{.C.New.Started}}, {{safe .C.New.Verdict}})</p>
+<div class="verdict {{.VerdictClass}}"><strong>{{.Verdict}}</strong>{{safe .C.Why}}</div>
+{{if .Regressions}}<h2>Regressions</h2>
+<ul>{{range .Regressions}}<li><code>{{safe .}}</code></li>{{end}}</ul>{{end}}
+<h2>What changed</h2>
+{{if .Changes}}<div class="scroll"><table><tr><th></th><th>base</th><th>new</th></tr>
+{{range .Changes}}<tr><td><code>{{index . 0}}</code></td><td>{{safe (index . 1)}}</td><td>{{safe (index . 2)}}</td></tr>
+{{end}}</table></div>{{else}}<p>Nothing in the manifests: same tool, experiment file, server and host.</p>{{end}}
+{{if .NotCompared}}<h2>Rows not compared</h2>
+<div class="scroll"><table><tr><th>row</th><th>why</th></tr>
+{{range .NotCompared}}<tr><td><code>{{safe (index . 0)}}</code></td><td>{{safe (index . 1)}}</td></tr>
+{{end}}</table></div>{{end}}
+<h2>Rows</h2>
+{{range .Rows}}<h3><code>{{safe .ID}}</code></h3>
+<div class="scroll"><table><tr><th>metric</th><th>base</th><th>new</th><th>change</th><th>{{$.Level}} CI</th><th>verdict</th><th>note</th></tr>
+{{range .Metrics}}<tr><td><code>{{.Metric}}</code></td><td class="num">{{.Base}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="num">{{.CI}}</td><td class="{{.Class}}">{{.Verdict}}</td><td class="muted">{{.Note}}</td></tr>
+{{end}}</table></div>
+{{end}}
+{{if .Figures}}<h2>Overlays</h2>
+{{range .Figures}}<figure><img src="{{.Src}}" alt="{{safe .Title}}"><figcaption>{{safe .Title}}: base solid (blue), new dashed (orange)</figcaption></figure>
+{{end}}{{end}}
+<p class="muted">Each latency percentile's change is bootstrapped from both runs' requests ({{.C.Resamples}} resamples, seed {{.C.Seed}}); a regression is a change whose {{.Level}} interval excludes zero, in the worse direction, and beyond its threshold. docs/comparison.md gives the method and its false-alarm rate.</p>
+{{range .C.Notes}}<p class="muted">Note: {{safe .}}</p>{{end}}
+</body>
+</html>
+`
