@@ -48,6 +48,12 @@ type RowEnv struct {
 	// workload or is invalid is not judged (package reports). Its own
 	// Baseline is always nil: baseline.baseline is not a name.
 	Baseline *RowEnv `expr:"baseline"`
+	// Upper and Lower are the ends of a repeated row's confidence
+	// intervals (RowSummary.Intervals): "upper.ttft.p95 < 1000" holds
+	// when even the interval's top is under a second. A rule reading
+	// them on a row without repeat is refused at load time.
+	Upper BoundEnv `expr:"upper"`
+	Lower BoundEnv `expr:"lower"`
 }
 
 // BaselineName is the name under which rules read the baseline run's row.
@@ -126,6 +132,7 @@ func NewRowEnv(s *RowSummary) RowEnv {
 	e.Errors.Connect, e.Errors.HTTP, e.Errors.Stream = by[ErrConnect], by[ErrHTTP], by[ErrStream]
 	e.Errors.Truncated, e.Errors.Reset, e.Errors.Timeout = by[ErrTruncated], by[ErrReset], by[ErrTimeout]
 	e.Errors.Protocol, e.Errors.Redirect = by[ErrProtocol], by[ErrRedirect]
+	e.Lower, e.Upper = boundEnvs(s.Intervals)
 	return e
 }
 
@@ -145,6 +152,12 @@ func (e RowEnv) EmptyMetrics() []string {
 	}
 	if !e.Cache.known {
 		out = append(out, "cache")
+	}
+	if e.Lower.missing() {
+		out = append(out, LowerName)
+	}
+	if e.Upper.missing() {
+		out = append(out, UpperName)
 	}
 	if e.Baseline != nil {
 		for _, m := range e.Baseline.EmptyMetrics() {
@@ -170,6 +183,7 @@ func (e RowEnv) Filled(v float64) RowEnv {
 	if !e.Cache.known {
 		e.Cache.HitRatio, e.Cache.UnexpectedRatio = v, v
 	}
+	e.Lower, e.Upper = e.Lower.filled(v), e.Upper.filled(v)
 	if e.Baseline != nil {
 		b := e.Baseline.Filled(v)
 		e.Baseline = &b
@@ -321,11 +335,13 @@ func rowNames() *nameTree {
 
 // RowNames lists every name an acceptance expression can use, such as
 // "ttft.p95" and "throughput.output_tokens_per_s", for docs and hints.
-// The baseline's names (baseline.ttft.p95) mirror these and are left out.
+// The baseline's names (baseline.ttft.p95) and the intervals'
+// (upper.ttft.p95, lower.ttft.p95) mirror these and are left out.
 func RowNames() []string {
 	var out []string
 	for _, n := range rowNames().full {
-		if n != BaselineName && !strings.HasPrefix(n, BaselineName+".") {
+		root, _, _ := strings.Cut(n, ".")
+		if root != BaselineName && !isBoundName(root) {
 			out = append(out, n)
 		}
 	}

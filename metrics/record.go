@@ -37,9 +37,13 @@ var ErrorClasses = []string{ErrConnect, ErrHTTP, ErrStream, ErrTruncated, ErrRes
 type Record struct {
 	// ID is unique within the run and sent as the X-Request-Id header, so a
 	// record can be matched to the server's logs.
-	ID     string `json:"id"`
-	Row    string `json:"row"`
-	Seq    int64  `json:"seq"` // dispatch order within the row, from 0
+	ID  string `json:"id"`
+	Row string `json:"row"`
+	Seq int64  `json:"seq"` // dispatch order within the row, from 0
+	// Trial is the trial of a repeated row the request belongs to, from 1
+	// (rows/<id>/trial-<k>/requests.jsonl); 0 for a row without repeat.
+	// Seq and the times count within the trial.
+	Trial  int    `json:"trial,omitempty"`
 	Warmup bool   `json:"warmup,omitempty"`
 	URL    string `json:"url"`
 	Stream bool   `json:"stream"`

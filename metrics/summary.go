@@ -100,6 +100,19 @@ type RowSummary struct {
 	// (CPU use, the timer probe, the built-in server's lateness), so those
 	// self-check figures are absent and their validity checks not made.
 	Rebuilt bool `json:"rebuilt,omitempty"`
+
+	// Trial is set in one trial's own summary (rows/<id>/trial-<k>/
+	// summary.json, and each entry of Trials): k, from 1. Zero for a
+	// row without repeat.
+	Trial int `json:"trial,omitempty"`
+	// Trials are a repeated row's trials, each summarised alone (without
+	// its timeslices, which stay in the trial's own summary.json); the
+	// figures above pool every trial's measured requests (PoolTrials).
+	// Empty for a row without repeat.
+	Trials []RowSummary `json:"trials,omitempty"`
+	// Intervals are the confidence intervals of the headline figures over
+	// the trials; nil with fewer than two trials.
+	Intervals *Intervals `json:"intervals,omitempty"`
 }
 
 // InFlight is the load the server actually saw: how many of the row's
