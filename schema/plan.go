@@ -31,9 +31,12 @@ type Plan struct {
 	// Semantics names whose metric definitions the summaries follow
 	// (metrics.SemInfermatrix, SemVLLM, SemAIPerf); Timeslice is the width
 	// of each row's timeslices.
-	Semantics string       `json:"semantics"`
-	Timeslice Duration     `json:"timeslice"`
-	Rows      []PlannedRow `json:"rows"`
+	Semantics string   `json:"semantics"`
+	Timeslice Duration `json:"timeslice"`
+	// Confidence is the level of repeated rows' intervals
+	// (report.confidence).
+	Confidence float64      `json:"confidence,omitempty"`
+	Rows       []PlannedRow `json:"rows"`
 
 	// Validity holds the validity checks' thresholds, defaults applied.
 	Validity ValidityPlan `json:"validity"`
@@ -118,6 +121,9 @@ type PlannedRow struct {
 	WarmupDuration Duration `json:"warmup_duration,omitempty"`
 	Grace          Duration `json:"grace"`
 	Timeout        Duration `json:"timeout"`
+	// Repeat is how many trials the row runs (repeat), at least 1. The
+	// trials of all rows run in interleaved rounds (Plan.Rounds).
+	Repeat int `json:"repeat,omitempty"`
 
 	Load LoadPlan `json:"load"`
 
@@ -187,8 +193,9 @@ func (p *Plan) Row(id string) *PlannedRow {
 	return nil
 }
 
-// TotalRequests is the number of requests the row will send, warmup and
-// prefix priming included, or 0 when only a duration or trace bounds it.
+// TotalRequests is the number of requests one trial of the row will send,
+// warmup and prefix priming included, or 0 when only a duration or trace
+// bounds it. A row with repeat sends this many in each trial.
 func (r *PlannedRow) TotalRequests() int {
 	if r.Requests == 0 {
 		return 0
@@ -245,6 +252,8 @@ func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
 	if r.Load.Mode != ModeConcurrency {
 		send += perRequest // the last request still has to finish
 	}
+	// Each trial sends the row's requests again, warmup included.
+	send *= time.Duration(max(1, r.Repeat))
 	return Estimate{Duration: send, Assumed: assumed}
 }
 
@@ -308,6 +317,9 @@ func (r *PlannedRow) Stop() string {
 		s += fmt.Sprintf(" + %d warmup", r.Warmup)
 	case r.WarmupDuration > 0:
 		s += " + " + r.WarmupDuration.String() + " warmup"
+	}
+	if r.Repeat > 1 {
+		s += fmt.Sprintf(", × %d trials", r.Repeat)
 	}
 	return s
 }

@@ -113,6 +113,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.SLO = metrics.SLO{TTFTms: e.SLO.TTFTms, TPOTms: e.SLO.TPOTms, ITLms: e.SLO.ITLms, E2Ems: e.SLO.E2Ems}
 	plan.Percentiles, plan.Formats = r.report()
 	plan.Semantics, plan.Timeslice = r.reportMetrics()
+	plan.Confidence = r.confidence()
 	r.predict()
 	plan.Rows = r.rows()
 	if plan.Server.Builtin {
@@ -709,6 +710,10 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	if m.Grace != nil {
 		p.Grace = *m.Grace
 	}
+	p.Repeat = 1
+	if m.Repeat != nil && *m.Repeat > 0 {
+		p.Repeat = *m.Repeat
+	}
 	if m.Timeout != nil {
 		p.Timeout = *m.Timeout
 		if p.Timeout == 0 {
@@ -917,6 +922,9 @@ func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 			prog, probs := metrics.CompileRow(a.Expect)
 			r.exprProblems(path+".expect", a.Expect, probs)
 			rule.Program = prog
+			if prog != nil {
+				r.checkIntervals(path+".expect", a.Expect, rows, rule.Rows)
+			}
 		}
 		if rule.Sweep == SweepOperatingPoint && !anySwept(rows, rule.Rows) {
 			r.problem(path+".sweep", "operating_point judges a sweep as a whole; name a row with a sweep, or drop this key",
@@ -953,6 +961,9 @@ func (r *resolver) hypotheses(rows []PlannedRow) []HypothesisRule {
 			prog, probs := metrics.CompileHypothesis(h.Expect, ids, swept)
 			r.exprProblems(path+".expect", h.Expect, probs)
 			rule.Program = prog
+			if prog != nil {
+				r.checkIntervals(path+".expect", h.Expect, rows, nil)
+			}
 		}
 		out = append(out, rule)
 	}

@@ -238,6 +238,7 @@ type Settings struct {
 	WarmupDuration *Duration `yaml:"warmup_duration" json:"warmup_duration,omitempty" doc:"Alternatively, everything dispatched in this first stretch is warmup."`
 	Grace          *Duration `yaml:"grace" json:"grace,omitempty" doc:"When a row stops on duration or is interrupted, how long requests still in flight may finish before they are cancelled. A row that stops on requests waits for every request (each bounded by timeout)." default:"30s"`
 	Timeout        *Duration `yaml:"timeout" json:"timeout,omitempty" doc:"Per-request time limit; a request over it is recorded as a timeout error." default:"5m"`
+	Repeat         *int      `yaml:"repeat" json:"repeat,omitempty" doc:"Run the row this many times (trials), each with its own warmup, records and prompts; the summary pools them and gives each headline figure's confidence interval over the trials (report.confidence, 0.95 by default; upper.ttft.p95 and lower.ttft.p95 in rules). Trials run in interleaved rounds: round k runs trial k of every repeated row, in file order." minimum:"1" maximum:"100" default:"1"`
 
 	Concurrency *int   `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed loop: this many simulated users, each sending its next request when the previous one ends." minimum:"1" maximum:"100000" group:"load"`
 	Rate        *Rate  `yaml:"rate" json:"rate,omitempty" doc:"Open loop: requests arrive at this rate whether or not earlier ones finished." group:"load"`
@@ -328,6 +329,7 @@ type Report struct {
 	Formats     []string  `yaml:"formats" json:"formats,omitempty" doc:"Files to write besides the run records: markdown (decision.md), json (summary.json), csv (summary.csv), html (report.html), xlsx (results.xlsx), aiperf (profile_export.jsonl, AIPerf's per-request shape)." default:"[markdown, json, csv, html, xlsx]"`
 	Semantics   string    `yaml:"semantics" json:"semantics,omitempty" doc:"Whose metric definitions the summaries follow: infermatrix (docs/metrics.md), vllm (vllm bench serve) or aiperf (NVIDIA AIPerf), to compare numbers with those tools side by side." enum:"infermatrix,vllm,aiperf" default:"infermatrix"`
 	Timeslice   *Duration `yaml:"timeslice" json:"timeslice,omitempty" doc:"Width of the timeslices in each row's summary: completions, output tokens/s, TTFT and errors over the measured window, slice by slice." default:"1s"`
+	Confidence  *float64  `yaml:"confidence" json:"confidence,omitempty" doc:"Level of the confidence intervals a repeated row (repeat) gives for its headline figures over its trials." default:"0.95" minimum:"0.5" maximum:"0.999"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("500ms",
