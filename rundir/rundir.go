@@ -13,6 +13,8 @@
 //	  decision.md             the decision record
 //	  rows/<row id>/requests.jsonl  one record per request, appended as each completes
 //	  rows/<row id>/summary.json    the row's summary
+//	  rows/<row id>/trial-<k>/      with repeat: each trial's requests.jsonl and summary.json;
+//	                                the row's summary.json pools them
 //
 // The experiment and the manifest (marked running) are written before the
 // first request, each record the moment its request ends, a row's summary
@@ -312,12 +314,22 @@ func (d *Dir) readJSON(rel string, v any) error {
 	return nil
 }
 
-// ReadRecords calls fn for each record of a row, in file order. A final line
-// cut short (the process was killed mid-write) is skipped; any other bad
-// line is an error, since it means the file was edited or corrupted.
+// ReadRecords calls fn for each record of a row, in file order, and for a
+// repeated row each trial's in turn (Record.Trial tells them apart). A
+// final line cut short (the process was killed mid-write) is skipped; any
+// other bad line is an error, since it means the file was edited or
+// corrupted.
 func (d *Dir) ReadRecords(rowID string, fn func(*metrics.Record) error) error {
-	_, err := d.ScanRecords(rowID, fn)
-	return err
+	parts, err := d.RecordParts(rowID)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if _, err := d.ScanRecords(p, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ScanRecords is ReadRecords that also says which line it skipped: torn is

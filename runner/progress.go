@@ -29,7 +29,10 @@ const barEvery = 200 * time.Millisecond
 // either a bar redrawn in place (on a terminal) or periodic lines, with
 // requests done, live TTFT percentiles and errors, and a closing line.
 type progress struct {
-	row  *schema.PlannedRow
+	row *schema.PlannedRow
+	// name is how lines name the row: its id, with the trial of a
+	// repeated row ("chat trial 2/5").
+	name string
 	logf func(string, ...any)
 	// bar, when set, is the terminal the live bar is drawn on.
 	bar      io.Writer
@@ -47,7 +50,7 @@ type progress struct {
 const recentWindow = 512
 
 func newProgress(row *schema.PlannedRow, logf func(string, ...any), bar io.Writer) *progress {
-	return &progress{row: row, logf: logf, bar: bar}
+	return &progress{row: row, name: row.ID, logf: logf, bar: bar}
 }
 
 func (p *progress) begin() {
@@ -58,7 +61,7 @@ func (p *progress) begin() {
 	if r.Input.Mean > 0 || len(r.Input.Values) > 0 {
 		parts = append(parts, fmt.Sprintf("%s→%s tokens", r.Input, r.Output))
 	}
-	p.logf("row %s: %s", r.ID, strings.Join(parts, ", "))
+	p.logf("row %s: %s", p.name, strings.Join(parts, ", "))
 	if p.bar != nil {
 		p.stopDraw = make(chan struct{})
 		p.drawn.Add(1)
@@ -130,7 +133,7 @@ func (p *progress) barLine(now time.Time) string {
 	}
 	// The bar is written to the terminal directly, not through logf: the
 	// row id is made safe here.
-	line := fmt.Sprintf("  %s [%s] %s", textsafe.TerminalLine(p.row.ID), bar, count)
+	line := fmt.Sprintf("  %s [%s] %s", textsafe.TerminalLine(p.name), bar, count)
 	if p50, p95, ok := p.ttft(); ok {
 		line += fmt.Sprintf("  TTFT p50/p95 %.1f/%.1f ms", p50, p95)
 	}
@@ -170,7 +173,7 @@ func (p *progress) add(rec *metrics.Record) {
 		if p.row.Requests > 0 {
 			total = fmt.Sprint(p.row.Requests)
 		}
-		line := fmt.Sprintf("  %s: %d/%s done, %d errors", p.row.ID, p.done, total, p.errs)
+		line := fmt.Sprintf("  %s: %d/%s done, %d errors", p.name, p.done, total, p.errs)
 		if p50, p95, ok := p.ttft(); ok {
 			line += fmt.Sprintf(", TTFT p50 %.1f ms p95 %.1f ms", p50, p95)
 		}
@@ -190,7 +193,7 @@ func (p *progress) stop() {
 
 func (p *progress) end(s *metrics.RowSummary, v validity.Verdict) {
 	p.stop()
-	line := fmt.Sprintf("  %s: %d ok, %d failed in %.1f s", s.ID, s.Requests.Completed, s.Requests.Failed, time.Since(p.start).Seconds())
+	line := fmt.Sprintf("  %s: %d ok, %d failed in %.1f s", p.name, s.Requests.Completed, s.Requests.Failed, time.Since(p.start).Seconds())
 	if m := s.Metrics; m.TTFT.Count > 0 {
 		line += fmt.Sprintf("; TTFT p95 %.1f ms", m.TTFT.P95)
 	}
@@ -203,12 +206,12 @@ func (p *progress) end(s *metrics.RowSummary, v validity.Verdict) {
 	}
 	p.logf("%s", line)
 	for _, n := range s.SelfCheck.Notes {
-		p.logf("  %s: warning: %s", s.ID, n)
+		p.logf("  %s: warning: %s", p.name, n)
 	}
 	// Whether the row's figures can be trusted, said as it ends, so that
 	// a long run's user can stop and fix the setup rather than wait for
 	// the record.
 	for _, r := range v.Reasons {
-		p.logf("  %s: INVALID (%s): %s", s.ID, r.Check, r.Message)
+		p.logf("  %s: INVALID (%s): %s", p.name, r.Check, r.Message)
 	}
 }

@@ -136,6 +136,18 @@ type workload struct {
 }
 
 func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64) (*workload, error) {
+	return newTrialWorkload(row, api, model, tok, nonce, 0)
+}
+
+// newTrialWorkload is the workload of trial k of a repeated row (0
+// without repeat, and trial 1 is the same as 0). Trials send the same
+// lengths, arrivals and cancellations (the seed is the row's), but their
+// prompts' text differs, in every unique_prompts mode but off: a trial
+// served from the cache an earlier trial filled would measure the cache,
+// and its figures would not be another draw of the same row. A warm
+// prefix stays the row's, the same in every trial, as it is meant to be
+// cached.
+func newTrialWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64, trial int) (*workload, error) {
 	w := &workload{row: row, api: api, model: model, corpus: corpusFor(tok)}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
@@ -143,6 +155,9 @@ func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokeni
 	w.text = w.seed
 	if row.UniquePrompts == "" || row.UniquePrompts == schema.UniquePerRun {
 		w.text = splitmix64(w.seed ^ nonce)
+	}
+	if trial > 1 && row.UniquePrompts != schema.UniqueOff {
+		w.text = splitmix64(w.text ^ uint64(trial)*0xbf58476d1ce4e5b9)
 	}
 	src, err := loadSource(row, api, tok)
 	if err != nil {

@@ -30,8 +30,10 @@ const (
 
 // rowRun executes one planned row.
 type rowRun struct {
-	row    *schema.PlannedRow
-	index  int
+	row   *schema.PlannedRow
+	index int
+	// trial is the trial of a repeated row, from 1; 0 without repeat.
+	trial  int
 	runID  string
 	client *client
 	wl     *workload
@@ -152,14 +154,24 @@ func (rr *rowRun) fail(err error) {
 
 func (rr *rowRun) primeCount() int { return rr.row.PrimingRequests() }
 
+// recordID is a request's id, unique in the run: the run, the row's
+// index, the trial of a repeated row, and the request's sequence number.
+func (rr *rowRun) recordID(seq int64) string {
+	if rr.trial > 0 {
+		return fmt.Sprintf("%s-%d-t%d-%d", rr.runID, rr.index, rr.trial, seq)
+	}
+	return fmt.Sprintf("%s-%d-%d", rr.runID, rr.index, seq)
+}
+
 // prepare builds the request for a ticket. Building happens before the
 // request's scheduled time, so prompt synthesis delays no dispatch.
 func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	r := rr.row
 	rec := &metrics.Record{
-		ID:          fmt.Sprintf("%s-%d-%d", rr.runID, rr.index, t.seq),
+		ID:          rr.recordID(t.seq),
 		Row:         r.ID,
 		Seq:         t.seq,
+		Trial:       rr.trial,
 		Warmup:      t.warmup,
 		URL:         rr.urls[int(t.seq)%len(rr.urls)],
 		Stream:      r.Streaming,

@@ -230,24 +230,60 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		rs.bar = opts.Log
 	}
 	var runErr error
-	for i := range plan.Rows {
-		row := &plan.Rows[i]
-		if ctx.Err() != nil || runErr != nil {
-			res.Summary.Rows = append(res.Summary.Rows, metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowNotRun})
-			continue
-		}
-		cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
-			headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
-		s, interrupted, err := rs.runRow(ctx, row, i, cl)
-		s.Error = creds.secrets.String(s.Error)
-		res.Summary.Rows = append(res.Summary.Rows, s)
-		if err != nil {
-			runErr = fmt.Errorf("row %s: %w", row.ID, err)
-		}
-		if interrupted {
-			res.Interrupted = true
+	rows := make([]metrics.RowSummary, len(plan.Rows))
+	trials := make([][]metrics.RowSummary, len(plan.Rows))
+	// Rows run in rounds: round k runs trial k of every row repeated at
+	// least k times, in plan order (round 1 is every row). Interleaving
+	// spreads a slow drift of the server (heat, caches, other tenants)
+	// over every row's trials rather than loading it onto one row's.
+	for round := 1; round <= plan.MaxRepeat(); round++ {
+		for i := range plan.Rows {
+			row := &plan.Rows[i]
+			if round > max(1, row.Repeat) {
+				continue
+			}
+			if ctx.Err() != nil || runErr != nil {
+				if round == 1 {
+					rows[i] = metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowNotRun}
+				}
+				continue
+			}
+			trial := 0
+			if row.Repeat > 1 {
+				trial = round
+			}
+			cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
+				headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
+			s, interrupted, err := rs.runRow(ctx, row, i, trial, cl)
+			s.Error = creds.secrets.String(s.Error)
+			if trial == 0 {
+				rows[i] = s
+			} else {
+				trials[i] = append(trials[i], s)
+			}
+			if err != nil {
+				runErr = fmt.Errorf("row %s: %w", row.ID, err)
+				if trial > 0 {
+					runErr = fmt.Errorf("row %s trial %d: %w", row.ID, trial, err)
+				}
+			}
+			if interrupted {
+				res.Interrupted = true
+			}
+			if trial > 0 && (trial == row.Repeat || err != nil || interrupted) {
+				rows[i] = rs.poolRow(row, trials[i])
+				trials[i] = nil
+			}
 		}
 	}
+	// A repeated row whose later trials the run did not reach (an
+	// interrupt, a failure elsewhere) is pooled on the trials it ran.
+	for i := range plan.Rows {
+		if len(trials[i]) > 0 {
+			rows[i] = rs.poolRow(&plan.Rows[i], trials[i])
+		}
+	}
+	res.Summary.Rows = rows
 	if ctx.Err() != nil {
 		// Also when the interrupt fell between two rows: the rows after
 		// it did not run.
@@ -305,27 +341,32 @@ type runState struct {
 
 // runRow runs one row with its collector: the single goroutine that appends
 // each record to requests.jsonl and folds it into the summary.
-func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index int, cl *client) (metrics.RowSummary, bool, error) {
+//
+// trial is the trial of a repeated row (from 1), whose files go to
+// rows/<id>/trial-<k>/ and whose summary is the trial's alone; 0 for a
+// row without repeat.
+func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, trial int, cl *client) (metrics.RowSummary, bool, error) {
 	dir, plan, nonce, gt, bi := st.dir, st.plan, st.nonce, st.gate, st.builtin
+	files := row.ID
+	if trial > 0 {
+		files = rundir.TrialRow(row.ID, trial)
+	}
 	fail := func(err error) (metrics.RowSummary, bool, error) {
-		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error()}, false, err
+		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error(), Trial: trial}, false, err
 	}
-	wl, err := newWorkload(row, plan.Server.API, st.model, cl.tok, nonce)
+	wl, err := newTrialWorkload(row, plan.Server.API, st.model, cl.tok, nonce, trial)
 	if err != nil {
 		return fail(err)
 	}
-	w, err := dir.CreateRecords(row.ID)
+	w, err := dir.CreateRecords(files)
 	if err != nil {
 		return fail(err)
 	}
-	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
-		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds()}
-	if row.Load.Mode == schema.ModeRate {
-		opts.RequestedRate = row.Load.Rate
-	}
-	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
-	agg := metrics.NewAggregator(opts)
+	agg := metrics.NewAggregator(st.rowOptions(row))
 	prog := newProgress(row, st.logf, st.bar)
+	if trial > 0 {
+		prog.name = fmt.Sprintf("%s trial %d/%d", row.ID, trial, row.Repeat)
+	}
 	defer prog.stop()
 
 	// Each finished request is written and summarised before its goroutine
@@ -355,7 +396,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index in
 			tc.record(rec)
 		}
 	}
-	rr := &rowRun{row: row, index: index, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
+	rr := &rowRun{row: row, index: index, trial: trial, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.
@@ -384,9 +425,10 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index in
 	}
 	s := agg.Summary(row.ID, row.Base, status)
 	s.Requests.Unsent = rr.unsent
+	s.Trial = trial
 	if err := errors.Join(runErr, werr); err != nil {
 		s.Status, s.Error = metrics.RowFailed, err.Error()
-		_ = dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s)
+		_ = dir.WriteJSON(rundir.RowFile(files, rundir.SummaryFile), s)
 		return s, interrupted, err
 	}
 	var rules []schema.AcceptanceRule
@@ -395,8 +437,12 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index in
 			rules = append(rules, a)
 		}
 	}
-	prog.end(&s, validity.Row(validity.Input{Row: row, Summary: &s, Rules: rules, Config: plan.Validity}))
-	if err := dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s); err != nil {
+	check := validity.Row
+	if trial > 0 {
+		check = validity.Trial // the samples are judged on the pooled row
+	}
+	prog.end(&s, check(validity.Input{Row: row, Summary: &s, Rules: rules, Config: plan.Validity}))
+	if err := dir.WriteJSON(rundir.RowFile(files, rundir.SummaryFile), s); err != nil {
 		return s, interrupted, err
 	}
 	return s, interrupted, nil

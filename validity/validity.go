@@ -104,7 +104,26 @@ type Input struct {
 // Row checks one row. A row that did not run, or failed to, is left to
 // the judge (it has no figures to be valid or not): Check returns a valid
 // verdict with a note.
+//
+// A repeated row is checked trial by trial (see trials).
 func Row(in Input) Verdict {
+	if in.Summary != nil && len(in.Summary.Trials) > 0 {
+		return trials(in)
+	}
+	return check(in, checkAll)
+}
+
+// What check checks: everything (a row without repeat), what concerns one
+// trial's measurement (everything but the samples), or what concerns the
+// pooled figures of a repeated row (the samples, and whether it ran to
+// the end).
+const (
+	checkAll = iota
+	checkTrial
+	checkPooled
+)
+
+func check(in Input, part int) Verdict {
 	rs, row, cfg := in.Summary, in.Row, in.Config
 	v := Verdict{Valid: true, Ignored: append([]string(nil), cfg.Ignore...)}
 	if rs == nil || rs.Status == metrics.RowNotRun || rs.Status == metrics.RowFailed {
@@ -122,6 +141,10 @@ func Row(in Input) Verdict {
 
 	if rs.Status == metrics.RowInterrupted {
 		fail(Complete, "run the row again to the end", "the run was interrupted during this row: its window is cut short and its last requests were cancelled")
+	}
+	if part == checkPooled {
+		checkSamples(in, fail)
+		return v
 	}
 	if rs.Requests.Completed == 0 {
 		// Nothing to be valid about: the rules fail on no data, and a
@@ -201,13 +224,8 @@ func Row(in Input) Verdict {
 	}
 
 	// Samples behind every percentile a rule judges.
-	for _, u := range percentileUses(in.Rules) {
-		n := distCount(rs, u.Metric)
-		if need := MinSamples(u.Q); n < need {
-			fail(Samples, fmt.Sprintf("send at least %d measured requests%s, or judge a lower percentile", requestsFor(u.Metric, need, rs), perRequestNote(u.Metric)),
-				"too few samples for %s: %d, and a p%s needs at least %d (with fewer, even the largest sample may lie below it)",
-				pctLabel(u.Metric, u.Q), n, trimFloat(u.Q), need)
-		}
+	if part == checkAll {
+		checkSamples(in, fail)
 	}
 
 	// A steady state. One user in a closed loop has none to reach: each
@@ -245,6 +263,19 @@ func Row(in Input) Verdict {
 			100*c.UnexpectedRatio, c.UnexpectedRequests, c.Requests, trimFloat(100*cfg.CacheRatio))
 	}
 	return v
+}
+
+// checkSamples checks the samples behind every percentile a rule judges.
+func checkSamples(in Input, fail func(string, string, string, ...any)) {
+	rs := in.Summary
+	for _, u := range percentileUses(in.Rules) {
+		n := distCount(rs, u.Metric)
+		if need := MinSamples(u.Q); n < need {
+			fail(Samples, fmt.Sprintf("send at least %d measured requests%s, or judge a lower percentile", requestsFor(u.Metric, need, rs), perRequestNote(u.Metric)),
+				"too few samples for %s: %d, and a p%s needs at least %d (with fewer, even the largest sample may lie below it)",
+				pctLabel(u.Metric, u.Q), n, trimFloat(u.Q), need)
+		}
+	}
 }
 
 // checkLoad compares the load the server saw with the row's.

@@ -1,0 +1,57 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// rowOptions are the settings a row's records are summarised with.
+func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
+	plan := st.plan
+	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
+		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds()}
+	if row.Load.Mode == schema.ModeRate {
+		opts.RequestedRate = row.Load.Rate
+	}
+	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+	return opts
+}
+
+// poolRow summarises a repeated row once its trials are over: the pooled
+// figures, each trial's and the intervals (metrics.PoolTrials), written
+// to rows/<id>/summary.json. A row with fewer trials than it asked for (a
+// trial failed or was interrupted, or the run stopped before the row's
+// last round) is marked interrupted, so it is never judged valid on part
+// of its trials.
+func (st *runState) poolRow(row *schema.PlannedRow, trials []metrics.RowSummary) metrics.RowSummary {
+	status, errMsg := metrics.RowComplete, ""
+	for _, t := range trials {
+		switch {
+		case t.Status == metrics.RowFailed && errMsg == "":
+			status, errMsg = metrics.RowFailed, fmt.Sprintf("trial %d: %s", t.Trial, t.Error)
+		case t.Status == metrics.RowInterrupted && status == metrics.RowComplete:
+			status = metrics.RowInterrupted
+		}
+	}
+	if status == metrics.RowComplete && len(trials) < row.Repeat {
+		status = metrics.RowInterrupted
+	}
+	read := func(k int, fn func(*metrics.Record) error) error {
+		return st.dir.ReadRecords(rundir.TrialRow(row.ID, k), fn)
+	}
+	s, err := metrics.PoolTrials(row.ID, row.Base, status, st.rowOptions(row), trials, read, st.plan.Confidence)
+	if err != nil {
+		s = metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Trials: trials}
+		errMsg = err.Error()
+	}
+	if errMsg != "" {
+		s.Status, s.Error = metrics.RowFailed, st.secrets.String(errMsg)
+	}
+	if err := st.dir.WriteJSON(rundir.RowFile(row.ID, rundir.SummaryFile), s); err != nil {
+		st.logf("row %s: %v", row.ID, err)
+	}
+	return s
+}
