@@ -348,12 +348,11 @@ func (c *Comparison) metricSeed(row, metric string) uint64 {
 }
 
 // rowSamples are a row's figures by the run's own definitions, from its
-// records.
+// records, and each latency's values in blocks of consecutive requests for
+// the block bootstrap (blocks.go).
 type rowSamples struct {
-	base, new metrics.RowSummary
-	// baseITL and newITL are each successful request's ITL samples, to
-	// resample request by request.
-	baseITL, newITL [][]float64
+	base, new             metrics.RowSummary
+	baseBlocks, newBlocks blocks
 }
 
 // notComparable says why a row on one side has no figures to compare:
@@ -391,17 +390,17 @@ func (c *Comparison) compareRow(id string, opts Options, sloSame bool) (RowCompa
 		rc.Reason = strings.Join(why, "; ")
 		return rc, nil
 	}
-	bs, bITL, err := summarise(c.base, id)
+	bs, bb, err := summarise(c.base, id)
 	if err != nil {
 		rc.Reason = "base: " + err.Error()
 		return rc, nil
 	}
-	ns, nITL, err := summarise(c.new, id)
+	ns, nb, err := summarise(c.new, id)
 	if err != nil {
 		rc.Reason = "new: " + err.Error()
 		return rc, nil
 	}
-	c.samples[id] = &rowSamples{base: bs, new: ns, baseITL: bITL, newITL: nITL}
+	c.samples[id] = &rowSamples{base: bs, new: ns, baseBlocks: bb, newBlocks: nb}
 	rc.Comparable = true
 	bsum, nsum := c.base.Summary.Row(id), c.new.Summary.Row(id)
 	for _, d := range headline() {
@@ -445,10 +444,11 @@ func goodBase(rs *metrics.RowSummary) int {
 
 // summarise summarises a row from its records as the run did (its
 // percentiles, SLO, semantics and API), for the samples behind each
-// distribution, and each successful request's ITL samples apart. A row with
-// trials has its records in rows/<id>/trial-<k>/: they are pooled, as the
-// row's summary pools them.
-func summarise(r *Run, id string) (metrics.RowSummary, [][]float64, error) {
+// distribution, and cuts each latency's values into blocks of consecutive
+// requests. A row with trials has its records in rows/<id>/trial-<k>/:
+// they are pooled, as the row's summary pools them, and no block spans two
+// trials.
+func summarise(r *Run, id string) (metrics.RowSummary, blocks, error) {
 	row := r.planned(id)
 	opts := metrics.Options{Percentiles: r.Summary.Percentiles, SLO: r.Summary.SLO, Semantics: r.Summary.Semantics,
 		API: r.Manifest.Server.Declared.API}
@@ -458,26 +458,27 @@ func summarise(r *Run, id string) (metrics.RowSummary, [][]float64, error) {
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	agg := metrics.NewAggregator(opts)
 	sem := r.semantics()
-	var itl [][]float64
+	var reqs []request
+	part := 0
 	add := func(rec *metrics.Record) error {
 		agg.Add(rec)
 		if !rec.Warmup && metrics.Succeeded(sem, rec) {
-			if g := metrics.ITLSamples(sem, opts.API, rec); len(g) > 0 {
-				itl = append(itl, g)
-			}
+			reqs = append(reqs, newRequest(sem, opts.API, part, rec))
 		}
 		return nil
 	}
 	parts, err := recordParts(r.Dir, id)
 	if err != nil {
-		return metrics.RowSummary{}, nil, err
+		return metrics.RowSummary{}, blocks{}, err
 	}
-	for _, p := range parts {
+	for i, p := range parts {
+		part = i
 		if _, err := r.Dir.ScanRecords(p, add); err != nil {
-			return metrics.RowSummary{}, nil, err
+			return metrics.RowSummary{}, blocks{}, err
 		}
 	}
-	return agg.Summary(id, row.Base, metrics.RowComplete), itl, nil
+	rs := agg.Summary(id, row.Base, metrics.RowComplete)
+	return rs, cutBlocks(reqs, rs.InFlight.Mean), nil
 }
 
 // recordParts lists the row ids whose requests.jsonl hold a row's records:
@@ -506,17 +507,16 @@ func trialNum(path string) int {
 	return n
 }
 
-// percentileChange bootstraps a latency percentile's change from the two
-// sides' samples. A side with fewer samples than validity.MinSamples asks of
-// the percentile is not judged: its largest sample cannot bound the
-// percentile, and neither can a bootstrap of it.
+// percentileChange puts an interval on a latency percentile's change by a
+// block bootstrap of the two sides' requests (blocks.go). A side with
+// fewer samples than validity.MinSamples asks of the percentile is not
+// judged: its largest sample cannot bound the percentile, and neither can a
+// bootstrap of it; nor is one with fewer than minBlocks blocks.
 func (c *Comparison) percentileChange(m *MetricChange, d metricDef, id string, s *rowSamples) {
 	bv, nv := d.dist(&s.base.Metrics).Values(), d.dist(&s.new.Metrics).Values()
 	m.BaseN, m.NewN = len(bv), len(nv)
-	m.Method = "bootstrap of the " + metrics.PercentileKey(d.q) + " of each run's requests"
-	if d.family == "itl" {
-		m.Method = "bootstrap of the " + metrics.PercentileKey(d.q) + " of each run's token gaps, resampling whole requests"
-	}
+	bb, nb := s.baseBlocks.of(d.family), s.newBlocks.of(d.family)
+	m.Method = fmt.Sprintf("block bootstrap of the %s: blocks of %d and %d consecutive requests", metrics.PercentileKey(d.q), s.baseBlocks.size, s.newBlocks.size)
 	need := validity.MinSamples(d.q)
 	if len(bv) > 0 {
 		m.Base = stats.Percentile(bv, d.q)
@@ -524,20 +524,24 @@ func (c *Comparison) percentileChange(m *MetricChange, d metricDef, id string, s
 	if len(nv) > 0 {
 		m.New = stats.Percentile(nv, d.q)
 	}
-	if len(bv) < need || len(nv) < need {
+	if m.Base > 0 {
+		m.Change = (m.New - m.Base) / m.Base
+	}
+	switch {
+	case len(bv) < need || len(nv) < need:
 		m.Verdict = NotJudged
 		m.Note = fmt.Sprintf("too few samples for a %s (%d and %d; it needs %d)", metrics.PercentileKey(d.q), len(bv), len(nv), need)
-		if m.Base > 0 {
-			m.Change = (m.New - m.Base) / m.Base
-		}
+		return
+	case len(bb) < minBlocks || len(nb) < minBlocks:
+		m.Verdict = NotJudged
+		m.Note = fmt.Sprintf("too few blocks of requests to resample (%d and %d; it needs %d)", len(bb), len(nb), minBlocks)
 		return
 	}
-	seed := c.metricSeed(id, d.key)
-	if d.family == "itl" {
-		fromChange(m, clusteredChange(s.baseITL, s.newITL, d.q, c.Level, c.Resamples, seed))
-		return
-	}
-	fromChange(m, stats.PercentileChange(bv, nv, d.q, c.Level, stats.Bootstrap{Resamples: c.Resamples, Seed: seed}))
+	ch := clusteredChange(bb, nb, d.q, c.Level, c.Resamples, c.metricSeed(id, d.key))
+	// The figures shown are the summaries' own; the interval is the
+	// resampled one.
+	ch.Base, ch.New, ch.Rel = m.Base, m.New, m.Change
+	fromChange(m, ch)
 }
 
 // throughputChange shows a row's throughput, one figure per run: a

@@ -45,3 +45,12 @@ func ITLSamples(sem, api string, r *Record) []float64 {
 	}
 	return out
 }
+
+// RequestValues returns what one successful, measured record adds to its
+// row's ttft, tpot and e2e distributions under sem (ms), as the Aggregator
+// adds them: ttft only when the request has a first token, tpot only when
+// it is defined (streamed, two tokens or more).
+func RequestValues(sem, api string, r *Record) (ttft, tpot, e2e float64, hasTTFT, hasTPOT bool) {
+	v := measure(sem, api, r)
+	return ms(v.ttft), v.tpot, ms(v.e2e), v.ttft > 0, v.hasTPOT
+}
