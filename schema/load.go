@@ -26,6 +26,10 @@ type Options struct {
 	// a run reads its records, never these files, and may happen on
 	// another machine or from another directory.
 	SkipFileChecks bool
+	// Baseline is the run the rules' baseline.<metric> names read (run
+	// --baseline): a run directory or a folder of runs, relative to the
+	// working directory. It overrides the file's baseline key.
+	Baseline string
 }
 
 // ErrNotRegularFile is returned (wrapped) by Load for a path that is not a
@@ -133,6 +137,7 @@ func Parse(path string, data []byte, opts Options) (*Plan, error) {
 
 	r := &resolver{d: d, exp: exp, dir: filepath.Dir(path), lines: strings.Split(string(data), "\n")}
 	plan := r.resolve(opts)
+	r.baseline(opts, plan)
 	if len(d.problems) > 0 {
 		return nil, d.problems.sorted()
 	}

@@ -44,6 +44,11 @@ type Plan struct {
 	// (run --rows): rules on them are not judged, so no run of the plan
 	// can pass them.
 	Skipped []string `json:"skipped,omitempty"`
+	// Baseline is the run the rules' baseline.<metric> names read, as
+	// given (run --baseline, or the file's baseline key resolved against
+	// the file's directory): a run directory or a folder of runs. Empty
+	// when there is none, and then no rule reads it (Load refuses one).
+	Baseline string `json:"baseline,omitempty"`
 
 	// Acceptance and Hypotheses are compiled, ready to evaluate.
 	Acceptance []AcceptanceRule `json:"-"`

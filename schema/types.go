@@ -42,6 +42,7 @@ type Experiment struct {
 	Rows        []Row          `yaml:"rows" json:"rows,omitempty" doc:"The workload matrix: one row per configuration to measure." required:"true"`
 	Acceptance  []Acceptance   `yaml:"acceptance" json:"acceptance,omitempty" doc:"Pass/fail rules evaluated against each row's summary."`
 	Report      Report         `yaml:"report" json:"report,omitempty" doc:"What the decision record contains and which files are written."`
+	Baseline    string         `yaml:"baseline" json:"baseline,omitempty" doc:"The run this one is held against: a run directory, or a folder of runs (runs/<name>) meaning its newest complete run by the start time in its manifest. Relative to this file. Rules and hypotheses read its rows as baseline.<metric>, e.g. tpot.p95 < 1.05 * baseline.tpot.p95; run --baseline overrides it."`
 	Validity    Validity       `yaml:"validity" json:"validity,omitempty" doc:"Thresholds of the checks that decide whether each row's figures can be trusted; a row that fails one is invalid and never passes (docs/validity.md)."`
 }
 
