@@ -88,6 +88,8 @@ type Manifest struct {
 	// vLLM's or AIPerf's definitions.
 	Semantics string              `json:"semantics"`
 	Rows      []schema.PlannedRow `json:"rows"`
+	// Baseline is the run this one's rules were judged against, if any.
+	Baseline *BaselineInfo `json:"baseline,omitempty"`
 }
 
 // Host is the machine the client ran on.

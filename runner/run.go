@@ -50,6 +50,9 @@ type Options struct {
 	// Terminal says Log is a terminal: each row then draws a live
 	// progress bar on it instead of writing a line every few seconds.
 	Terminal bool
+	// Baseline is the run the rules' baseline.<metric> names read,
+	// recorded in the manifest (the judging itself is reports').
+	Baseline *rundir.BaselineInfo
 }
 
 // Result is a finished (or interrupted) run.
@@ -204,6 +207,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		SLO:       plan.SLO,
 		Semantics: plan.Semantics,
 		Rows:      plan.Rows,
+		Baseline:  opts.Baseline,
 	}
 	if err := writeStart(dir, plan, man); err != nil {
 		return nil, err
