@@ -103,6 +103,7 @@ type htmlView struct {
 	Semantics   []seg
 	SemNotes    []string
 	ErrorLines  []errorLine
+	Baseline    *htmlBaseline
 	RowSemNotes [][2]string
 	SLO         string
 	HasSLO      bool
@@ -287,6 +288,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	v.Semantics = semanticsSegs(sum.Semantics)
 	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
 	v.ErrorLines = errorLines(sum)
+	v.Baseline = newHTMLBaseline(d.Baseline)
 	for _, rs := range sum.Rows {
 		if len(rs.SemanticsNotes) > 0 {
 			v.RowSemNotes = append(v.RowSemNotes, [2]string{rs.ID, strings.Join(rs.SemanticsNotes, "; ")})
@@ -796,6 +798,20 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 </ul>
 {{end}}
 </section>
+{{with .Baseline}}
+<section id="baseline">
+<h2>Baseline</h2>
+<p>{{template "segs" .Intro}}</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th>{{range .Heads}}<th class="num">{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Lines}}
+<tr><td class="id"><code>{{.Row}}</code></td>{{if .Unusable}}<td colspan="6"><span class="badge incomplete">no baseline</span> {{.Unusable}}</td>{{else}}{{range .Cells}}<td class="num">{{.}}</td>{{end}}{{end}}</tr>
+{{- end}}
+</tbody>
+</table></div>
+</section>
+{{end}}
 {{if .Predictions}}
 <section id="predictions">
 <h2>Prediction against measurement</h2>

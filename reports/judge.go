@@ -78,6 +78,13 @@ type Decision struct {
 	// operating_point rule.
 	OperatingPoints []OperatingPoint    `json:"operating_points,omitempty"`
 	Hypotheses      []HypothesisVerdict `json:"hypotheses,omitempty"`
+	// Baseline sets each row beside the baseline run's (JudgeWith).
+	Baseline *BaselineRecord `json:"baseline,omitempty"`
+
+	// baselines holds each row's baseline row as rules read it, and
+	// baselineWhy why a row has none (see Baseline.row).
+	baselines   map[string]*metrics.RowEnv
+	baselineWhy map[string]string
 }
 
 // Passed reports whether acceptance passed.
@@ -138,6 +145,9 @@ type RuleResult struct {
 	// Reason explains a failure that is not a clause's: no successful
 	// requests, an evaluation error.
 	Reason string `json:"reason,omitempty"`
+	// Unjudged says why the rule was not evaluated: it reads the baseline
+	// run, and the row's baseline row cannot be used.
+	Unjudged string `json:"unjudged,omitempty"`
 }
 
 // Clause is a failed part of a rule, with the measured values it read.
@@ -183,9 +193,26 @@ type OperatingPoint struct {
 }
 
 // Judge applies the plan's acceptance rules, validity checks and
-// hypotheses to a summary.
+// hypotheses to a summary, without a baseline run.
 func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
+	return JudgeWith(plan, s, nil)
+}
+
+// JudgeWith is Judge against a baseline run (nil for none): rules and
+// hypotheses read its rows as baseline.<metric>, and the decision sets
+// every row beside its baseline row. A rule that reads a baseline row that
+// is missing, measured another workload or is invalid there is not judged,
+// and its row is invalid (BaselineCheck): never a silent pass.
+func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision {
 	d := &Decision{Interrupted: s.Interrupted, Rebuilt: s.Rebuilt}
+	d.baselines, d.baselineWhy = map[string]*metrics.RowEnv{}, map[string]string{}
+	for i := range s.Rows {
+		id := s.Rows[i].ID
+		d.baselines[id], d.baselineWhy[id] = base.row(plan, s, id)
+	}
+	if base != nil {
+		d.Baseline = baselineRecord(base, plan, s, d.baselines, d.baselineWhy)
+	}
 	rules := map[string][]schema.AcceptanceRule{}
 	// eachPoint marks rows judged by at least one rule on their own; a
 	// row judged only as a point of a sweep's operating point counts
@@ -207,7 +234,21 @@ func Judge(plan *schema.Plan, s *metrics.Summary) *Decision {
 		ran := rs.Status != metrics.RowNotRun && rs.Status != metrics.RowFailed
 		if ran {
 			env := metrics.NewRowEnv(rs)
+			env.Baseline = d.baselines[rs.ID]
+			marked := false
 			for _, rule := range rules[rs.ID] {
+				if env.Baseline == nil && readsBaseline(rule) {
+					rr := RuleResult{Rule: rule.Name, Expect: rule.Program.Source, Unjudged: d.baselineWhy[rs.ID], Reason: "not judged: " + d.baselineWhy[rs.ID]}
+					if rule.Sweep == schema.SweepOperatingPoint {
+						rr.Sweep = rule.Sweep
+					}
+					rv.Rules = append(rv.Rules, rr)
+					if !marked {
+						markBaseline(&rv.Validity, d.baselineWhy[rs.ID])
+						marked = true
+					}
+					continue
+				}
 				rr := judgeRule(rule, rs, env)
 				if rule.Sweep == schema.SweepOperatingPoint {
 					rr.Sweep = rule.Sweep
@@ -458,6 +499,10 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 				missing = append(missing, op.Path[0])
 				continue
 			}
+			if len(op.Path) > 1 && op.Path[0] == metrics.BaselineName && empty[op.Path[0]+"."+op.Path[1]] {
+				missing = append(missing, op.Path[0]+"."+op.Path[1])
+				continue
+			}
 			cl.Values = appendValue(cl.Values, op.Text, env)
 		}
 		switch {
@@ -563,7 +608,9 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 	for i := range s.Rows {
 		rs := &s.Rows[i]
 		if rs.Status != metrics.RowNotRun && rs.Status != metrics.RowFailed && rs.Requests.Completed > 0 {
-			env.Rows[rs.ID] = metrics.NewRowEnv(rs)
+			e := metrics.NewRowEnv(rs)
+			e.Baseline = d.baselines[rs.ID]
+			env.Rows[rs.ID] = e
 			if rv := d.Row(rs.ID); rv != nil && !rv.Validity.Valid {
 				invalid[rs.ID] = true
 				continue
@@ -574,7 +621,7 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 	var out []HypothesisVerdict
 	for _, h := range plan.Hypotheses {
 		hv := HypothesisVerdict{ID: h.ID, Statement: h.Statement, Expect: h.Program.Source}
-		var missing, bad []string
+		var missing, bad, nobase []string
 		for _, id := range referencedRows(h.Program.Source) {
 			switch {
 			case invalid[id]:
@@ -582,6 +629,18 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 			case !usable[id]:
 				missing = append(missing, id)
 			}
+		}
+		for _, op := range metrics.Operands(h.Program.Source) {
+			if len(op.Path) > 2 && op.Path[0] == "rows" && op.Path[2] == metrics.BaselineName && d.baselines[op.Path[1]] == nil && (usable[op.Path[1]] || invalid[op.Path[1]]) {
+				nobase = append(nobase, d.baselineWhy[op.Path[1]])
+			}
+		}
+		if len(nobase) > 0 {
+			// More to the point than "row d is invalid", which a row
+			// whose rules read a baseline it lacks is for that reason.
+			hv.Verdict, hv.Reason = Inconclusive, strings.Join(dedupe(nobase), "; ")
+			out = append(out, hv)
+			continue
 		}
 		if len(missing)+len(bad) > 0 {
 			sort.Strings(missing)

@@ -33,6 +33,10 @@ type Input struct {
 	// rules and hypotheses judged the run, when it is not the one the run
 	// was made with (infermatrix report --experiment).
 	JudgedBy string
+	// Baseline is the run the rules' baseline.<metric> read (run
+	// --baseline, the experiment's baseline key, or for report the one the
+	// manifest recorded); nil for none.
+	Baseline *Baseline
 
 	plots []Plot // rendered by Write, linked from decision.md
 }
@@ -153,6 +157,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 	m.semanticsNotes(sum)
 	m.errorExamples(sum)
+	m.baseline(d.Baseline)
 
 	if in.Analysis != nil {
 		m.predictions(in.Plan, in.Analysis.Predictions)
@@ -176,6 +181,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 				}
 				if rv.Verdict == Invalid {
 					res = "not judged (invalid row); its figures would " + res
+				}
+				if rr.Unjudged != "" {
+					res = "not judged: " + cell(rr.Unjudged)
 				}
 				m.printf("| %s | %s | %s |\n", code(rv.ID), cell(rr.Rule), res)
 			}

@@ -80,7 +80,7 @@ func ownPlan(dir *rundir.Dir, man *rundir.Manifest) (*schema.Plan, error) {
 		return nil, fmt.Errorf("%w: %s in %s has sha256 %s, but the run recorded %s: it was edited after the run, and the run's summaries cannot be rebuilt with its settings",
 			ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, shortCommit(got), shortCommit(man.Experiment.SHA256))
 	}
-	return parseAsRun(filepath.Join(dir.Path, rundir.ExperimentFile), b, man)
+	return parseAsRun(filepath.Join(dir.Path, rundir.ExperimentFile), b, man, baselineOption(man, RerenderOptions{}))
 }
 
 // rebuildManifest puts a manifest together from what a run directory

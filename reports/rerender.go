@@ -40,6 +40,10 @@ type RerenderOptions struct {
 	// under these definitions (metrics.SemInfermatrix, SemVLLM,
 	// SemAIPerf) instead of the run's.
 	Semantics string
+	// Baseline, when set, judges the run against this baseline run (a
+	// run directory, or a folder of runs whose newest complete run is
+	// taken) instead of the one its manifest records.
+	Baseline string
 	// Now stamps the re-judged directory's name; zero means time.Now.
 	Now time.Time
 }
@@ -95,12 +99,12 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = JudgeWith(in.Plan, in.Summary, in.Baseline)
 	out := dir
 	res := &Rerendered{Notes: notes}
 	switch {
-	case opts.Experiment != "" || opts.Semantics != "":
-		res.Rejudged, res.Why = true, "judged by another experiment or other semantics"
+	case opts.Experiment != "" || opts.Semantics != "" || opts.Baseline != "":
+		res.Rejudged, res.Why = true, "judged by another experiment, other semantics or another baseline"
 	default:
 		if old, ok := recordedVerdicts(dir); ok && old != verdictsOf(in.Decision) {
 			res.Rejudged = true
@@ -123,6 +127,8 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 			}
 		case opts.Semantics != "":
 			label = opts.Semantics
+		case opts.Baseline != "":
+			label = "baseline-" + in.Baseline.Info.ID
 		}
 		base := filepath.Join(dir.Path, RejudgedDir, now.UTC().Format(rundir.TimestampLayout)+"-"+label)
 		sub := base
@@ -232,7 +238,10 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 	}
 	notes = append(notes, restoreSamples(dir, plan, man, sum, opts.Semantics != "")...)
 	in := &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}
-	if opts.Experiment != "" || opts.Semantics != "" {
+	if in.Baseline, err = runBaseline(plan, man, opts); err != nil {
+		return nil, nil, err
+	}
+	if opts.Experiment != "" || opts.Semantics != "" || opts.Baseline != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "This record judges run %s, made with experiment %s (sha256 %s), ", dir.Path, orNone(man.Experiment.File), shortCommit(man.Experiment.SHA256))
 		if opts.Experiment != "" {
@@ -242,6 +251,9 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 		}
 		if opts.Semantics != "" {
 			fmt.Fprintf(&b, ", with every row summarised again from its records under semantics %s (the run used %s)", opts.Semantics, orDefault(man.Semantics, metrics.SemInfermatrix))
+		}
+		if opts.Baseline != "" {
+			fmt.Fprintf(&b, ", against baseline run %s", in.Baseline.Info.Dir)
 		}
 		fmt.Fprintf(&b, ". The run's own record (%s in the run directory) is unchanged.", rundir.DecisionFile)
 		in.JudgedBy = b.String()
@@ -294,7 +306,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 			path = filepath.Join(dir.Path, rundir.ExperimentFile)
 		}
 	}
-	plan, err := parseAsRun(path, data, man)
+	plan, err := parseAsRun(path, data, man, baselineOption(man, opts))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -357,8 +369,8 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 
 // parseAsRun parses an experiment with the server override the run used
 // (--target), which the manifest's declared server shows.
-func parseAsRun(path string, data []byte, man *rundir.Manifest) (*schema.Plan, error) {
-	plan, err := schema.Parse(path, data, schema.Options{SkipFileChecks: true})
+func parseAsRun(path string, data []byte, man *rundir.Manifest, baseline string) (*schema.Plan, error) {
+	plan, err := schema.Parse(path, data, schema.Options{SkipFileChecks: true, Baseline: baseline})
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +385,7 @@ func parseAsRun(path string, data []byte, man *rundir.Manifest) (*schema.Plan, e
 	if target == "" {
 		return plan, nil
 	}
-	return schema.Parse(path, data, schema.Options{Target: target, SkipFileChecks: true})
+	return schema.Parse(path, data, schema.Options{Target: target, SkipFileChecks: true, Baseline: baseline})
 }
 
 // rowDiffs names the settings in which an experiment's row differs from

@@ -43,7 +43,7 @@ const PlotsDir = "plots"
 // could not be written.
 func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Decision == nil {
-		in.Decision = Judge(in.Plan, in.Summary)
+		in.Decision = JudgeWith(in.Plan, in.Summary, in.Baseline)
 	}
 	if in.RunDir == "" {
 		in.RunDir = dir.Path

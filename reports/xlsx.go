@@ -68,7 +68,7 @@ func WriteXLSX(w io.Writer, in *Input) error {
 	}
 	d := in.Decision
 	if d == nil && in.Plan != nil {
-		d = Judge(in.Plan, in.Summary)
+		d = JudgeWith(in.Plan, in.Summary, in.Baseline)
 	}
 	x := &xlsxWriter{in: in, d: d, f: excelize.NewFile(), styles: map[xlsxStyleKey]int{}, used: map[string]bool{}}
 	defer x.f.Close()
