@@ -81,7 +81,7 @@ func plural(n int) string {
 }
 
 func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *cobra.Command {
-	var out, target, progressMode string
+	var out, target, progressMode, baseline string
 	var rows []string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -104,11 +104,15 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
 				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
 			}
-			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows}, stderr)
+			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows, Baseline: baseline}, stderr)
 			if err != nil {
 				return err
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr)})
+			base, baseInfo, err := loadBaseline(plan)
+			if err != nil {
+				return err
+			}
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo})
 			if res == nil {
 				if errors.Is(runErr, runner.ErrBadSource) {
 					// A bad dataset or trace line is a problem of the
@@ -120,7 +124,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 				}
 				return withCode(exitRuntime, runErr)
 			}
-			written, err := reports.Write(res.Dir, &reports.Input{Plan: plan, Manifest: res.Manifest, Summary: res.Summary})
+			written, err := reports.Write(res.Dir, &reports.Input{Plan: plan, Manifest: res.Manifest, Summary: res.Summary, Baseline: base})
 			if written == nil {
 				return withCode(exitRuntime, errors.Join(runErr, err))
 			}
@@ -150,6 +154,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this run (a run directory, or runs/<name> for its newest complete run): rules read it as baseline.<metric>; overrides the file's baseline key")
 	return cmd
 }
 
@@ -193,7 +198,7 @@ func verdictExit(stdout io.Writer, d *reports.Decision) error {
 }
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
-	var experiment, semantics string
+	var experiment, semantics, baseline string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR",
 		Short: "Re-render a run's decision record and reports from its run directory",
@@ -255,7 +260,7 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 			default:
 				return withCode(exitUsage, fmt.Errorf("--semantics %q: want infermatrix, vllm or aiperf", semantics))
 			}
-			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment, Semantics: semantics})
+			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment, Semantics: semantics, Baseline: baseline})
 			if err != nil && res != nil {
 				// The decision record was written; a format was not.
 				fmt.Fprintf(stderr, "some reports were not written:\n%s\n", textsafe.Terminal(err.Error()))
@@ -272,6 +277,8 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 					return withCode(exitInvalid, fmt.Errorf("%d problem%s; nothing was re-rendered", n, plural(n)))
 				case errors.Is(err, reports.ErrInvalidExperiment):
 					return withCode(exitInvalid, fmt.Errorf("%w\nnothing was re-rendered", err))
+				case baselineExit(err) != nil:
+					return baselineExit(err)
 				}
 				return withCode(exitRuntime, err)
 			}
@@ -289,6 +296,7 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 		},
 	}
 	cmd.Flags().StringVar(&experiment, "experiment", "", "judge the run by this experiment file instead of the run's experiment.yaml (same rows); written to RUN_DIR/rejudged/")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this baseline run instead of the one the run recorded (a run directory, or runs/<name> for its newest complete run); written to RUN_DIR/rejudged/")
 	cmd.Flags().StringVar(&semantics, "semantics", "", "summarise the records again under these definitions: infermatrix, vllm or aiperf; written to RUN_DIR/rejudged/")
 	return cmd
 }
