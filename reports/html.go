@@ -103,6 +103,7 @@ type htmlView struct {
 	Semantics   []seg
 	SemNotes    []string
 	ErrorLines  []errorLine
+	Repeated    []htmlRepeated
 	Baseline    *htmlBaseline
 	RowSemNotes [][2]string
 	SLO         string
@@ -288,6 +289,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	v.Semantics = semanticsSegs(sum.Semantics)
 	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
 	v.ErrorLines = errorLines(sum)
+	v.Repeated = htmlRepeatedOf(sum)
 	v.Baseline = newHTMLBaseline(d.Baseline)
 	for _, rs := range sum.Rows {
 		if len(rs.SemanticsNotes) > 0 {
@@ -785,6 +787,26 @@ footer { margin-top: 3rem; font-size: .8rem; color: var(--muted); }
 {{- end}}
 </tbody>
 </table></div>
+{{end}}
+{{if .Repeated}}
+<h3>Repeated rows</h3>
+<p>Each figure pools every trial's measured requests; the interval in brackets is for the figure's mean over trials (Student's t over the trials' own values), where another run of the same row would land on average, assuming the trials are independent.</p>
+{{- range .Repeated}}
+<h4><code>{{.ID}}</code> ({{.Trials}} trials, {{.Level}} intervals)</h4>
+<ul>
+{{- range .Figures}}
+<li>{{index . 0}} {{index . 1}}</li>
+{{- end}}
+</ul>
+<div class="scroll"><table>
+<thead><tr><th class="num">Trial</th><th>OK / sent</th><th>TTFT p50 / p95 / p99 ms</th><th>TPOT p50 / p95 / p99 ms</th><th>ITL p50 / p95 / p99 ms</th><th>E2E p50 / p95 / p99 ms</th><th class="num">req/s</th><th class="num">out tok/s</th><th>Errors</th></tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
 {{end}}
 {{if or .SemNotes .RowSemNotes}}
 <p>Under this semantics:</p>

@@ -157,6 +157,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 	m.semanticsNotes(sum)
 	m.errorExamples(sum)
+	m.trials(sum)
 	m.baseline(d.Baseline)
 
 	if in.Analysis != nil {

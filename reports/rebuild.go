@@ -172,6 +172,18 @@ func rebuildSummary(dir *rundir.Dir, man *rundir.Manifest, plan *schema.Plan, wh
 		if !damaged(err) {
 			return nil, nil, err
 		}
+		if row.Repeat > 1 && dir.Trials(row.ID) > 0 {
+			re, tnotes, again, err := rebuildTrials(dir, row, rowOptions(plan, row, api, sum), status, plan.Confidence)
+			if err != nil {
+				return nil, nil, err
+			}
+			notes = append(notes, tnotes...)
+			sum.Rows = append(sum.Rows, re)
+			if again {
+				fromRecords = append(fromRecords, row.ID)
+			}
+			continue
+		}
 		if _, serr := os.Stat(dir.RecordsPath(row.ID)); errors.Is(serr, fs.ErrNotExist) {
 			sum.Rows = append(sum.Rows, metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowNotRun})
 			notRun = append(notRun, row.ID)

@@ -460,6 +460,10 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 		if rs.Status == metrics.RowNotRun || row == nil || (rs.Rebuilt && !resummarize) {
 			continue // a rebuilt row was summarised from its records already
 		}
+		if len(rs.Trials) > 0 {
+			notes = append(notes, restoreTrials(dir, plan, row, rowOptions(plan, row, api, sum), rs, resummarize)...)
+			continue
+		}
 		re, torn, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), rs.Status)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) || rs.Requests.Sent+rs.Requests.Warmup > 0 {

@@ -243,7 +243,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	for round := 1; round <= plan.MaxRepeat(); round++ {
 		for i := range plan.Rows {
 			row := &plan.Rows[i]
-			if round > max(1, row.Repeat) {
+			if round > row.Trials() {
 				continue
 			}
 			if ctx.Err() != nil || runErr != nil {

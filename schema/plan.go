@@ -126,8 +126,9 @@ type PlannedRow struct {
 	WarmupDuration Duration `json:"warmup_duration,omitempty"`
 	Grace          Duration `json:"grace"`
 	Timeout        Duration `json:"timeout"`
-	// Repeat is how many trials the row runs (repeat), at least 1. The
-	// trials of all rows run in interleaved rounds (Plan.Rounds).
+	// Repeat is how many trials the row runs (repeat); 0 for one, a row
+	// without repeat (Trials). The trials of all rows run in interleaved
+	// rounds (Plan.MaxRepeat).
 	Repeat int `json:"repeat,omitempty"`
 
 	Load LoadPlan `json:"load"`

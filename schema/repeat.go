@@ -26,6 +26,9 @@ func (p *Plan) MaxRepeat() int {
 	return n
 }
 
+// Trials is how many trials the row runs: its repeat, at least 1.
+func (r *PlannedRow) Trials() int { return max(1, r.Repeat) }
+
 // confidence resolves report.confidence.
 func (r *resolver) confidence() float64 {
 	if c := r.exp.Report.Confidence; c != nil {
@@ -43,7 +46,7 @@ func (r *resolver) confidence() float64 {
 func (r *resolver) checkIntervals(path, src string, planned []PlannedRow, rows []string) {
 	repeat := map[string]int{}
 	for _, p := range planned {
-		repeat[p.ID] = max(1, p.Repeat)
+		repeat[p.ID] = p.Trials()
 	}
 	var probs []metrics.ExprProblem
 	for _, u := range metrics.IntervalUses(src) {

@@ -15,15 +15,15 @@ rows:
   - {id: a}
   - {id: b, repeat: 1}
 `, Options{})
-	if p.Rows[0].Repeat != 3 || p.Rows[1].Repeat != 1 || p.MaxRepeat() != 3 || p.Confidence != 0.9 {
-		t.Errorf("repeat %d, %d, rounds %d, confidence %v; want 3, 1, 3, 0.9", p.Rows[0].Repeat, p.Rows[1].Repeat, p.MaxRepeat(), p.Confidence)
+	if p.Rows[0].Trials() != 3 || p.Rows[1].Trials() != 1 || p.Rows[1].Repeat != 0 || p.MaxRepeat() != 3 || p.Confidence != 0.9 {
+		t.Errorf("trials %d, %d (repeat %d), rounds %d, confidence %v; want 3, 1 (0), 3, 0.9", p.Rows[0].Trials(), p.Rows[1].Trials(), p.Rows[1].Repeat, p.MaxRepeat(), p.Confidence)
 	}
 	one, three := EstimateRow(&p.Rows[1], 1e9), EstimateRow(&p.Rows[0], 1e9)
 	if three.Duration != 3*one.Duration {
 		t.Errorf("estimate with repeat 3: %v; want 3 × %v", three.Duration, one.Duration)
 	}
-	if q := mustParse(t, "rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]\n", Options{}); q.Rows[0].Repeat != 1 || q.Confidence != DefaultConfidence {
-		t.Errorf("unset: repeat %d, confidence %v; want 1, %v", q.Rows[0].Repeat, q.Confidence, DefaultConfidence)
+	if q := mustParse(t, "rows: [{id: a, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]\n", Options{}); q.Rows[0].Trials() != 1 || q.Confidence != DefaultConfidence {
+		t.Errorf("unset: trials %d, confidence %v; want 1, %v", q.Rows[0].Trials(), q.Confidence, DefaultConfidence)
 	}
 }
 

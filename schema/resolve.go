@@ -710,8 +710,9 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	if m.Grace != nil {
 		p.Grace = *m.Grace
 	}
-	p.Repeat = 1
-	if m.Repeat != nil && *m.Repeat > 0 {
+	if m.Repeat != nil && *m.Repeat > 1 {
+		// One trial is written as no repeat, so that a row without it
+		// plans (and records in the manifest) exactly as before.
 		p.Repeat = *m.Repeat
 	}
 	if m.Timeout != nil {
