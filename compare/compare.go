@@ -1,12 +1,9 @@
 package compare
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -14,7 +11,6 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/suggest"
 	"github.com/infermatrix/infermatrix/metrics"
-	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/stats"
 	"github.com/infermatrix/infermatrix/validity"
@@ -409,7 +405,7 @@ func (c *Comparison) compareRow(id string, opts Options, sloSame bool) (RowCompa
 		case d.q > 0:
 			c.percentileChange(&m, d, id, c.samples[id])
 		case d.family == "throughput":
-			throughputChange(&m, d, bsum, nsum)
+			c.throughputChange(&m, d, id, bsum, nsum)
 		case d.key == "goodput.ratio":
 			if !sloSame {
 				m.Base, m.New = bsum.Goodput.Ratio, nsum.Goodput.Ratio
@@ -467,7 +463,7 @@ func summarise(r *Run, id string) (metrics.RowSummary, blocks, error) {
 		}
 		return nil
 	}
-	parts, err := recordParts(r.Dir, id)
+	parts, err := r.Dir.RecordParts(id)
 	if err != nil {
 		return metrics.RowSummary{}, blocks{}, err
 	}
@@ -479,32 +475,6 @@ func summarise(r *Run, id string) (metrics.RowSummary, blocks, error) {
 	}
 	rs := agg.Summary(id, row.Base, metrics.RowComplete)
 	return rs, cutBlocks(reqs, rs.InFlight.Mean), nil
-}
-
-// recordParts lists the row ids whose requests.jsonl hold a row's records:
-// the row's own, or its trials' (rows/<id>/trial-<k>/) when it has no file
-// of its own.
-func recordParts(d *rundir.Dir, id string) ([]string, error) {
-	if _, err := os.Stat(d.RecordsPath(id)); err == nil {
-		return []string{id}, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read records: %w", err)
-	}
-	matches, _ := filepath.Glob(filepath.Join(d.RowDir(id), "trial-*", rundir.RecordsFile))
-	if len(matches) == 0 {
-		return nil, fmt.Errorf("no records (%s)", filepath.ToSlash(rundir.RowFile(id, rundir.RecordsFile)))
-	}
-	sort.Slice(matches, func(i, j int) bool { return trialNum(matches[i]) < trialNum(matches[j]) })
-	parts := make([]string, len(matches))
-	for i, m := range matches {
-		parts[i] = id + "/" + filepath.Base(filepath.Dir(m))
-	}
-	return parts, nil
-}
-
-func trialNum(path string) int {
-	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(path)), "trial-"))
-	return n
 }
 
 // percentileChange puts an interval on a latency percentile's change by a
@@ -544,12 +514,13 @@ func (c *Comparison) percentileChange(m *MetricChange, d metricDef, id string, s
 	fromChange(m, ch)
 }
 
-// throughputChange shows a row's throughput, one figure per run: a
-// throughput is a count over the row's window, not a mean of independent
-// requests, so resampling requests does not give it an interval. With
-// trials on both sides (repeat), the trials' figures are the samples, and
-// their means are compared.
-func throughputChange(m *MetricChange, d metricDef, b, n *metrics.RowSummary) {
+// throughputChange compares a row's throughput. A throughput is a count
+// over the row's window, one figure per run, not a mean of independent
+// requests: resampling requests does not give it an interval, and without
+// trials it is shown, not judged. With two trials or more on both sides
+// (repeat), each trial's figure is a sample and their means are compared
+// (stats.MeanChange).
+func (c *Comparison) throughputChange(m *MetricChange, d metricDef, id string, b, n *metrics.RowSummary) {
 	get := func(rs *metrics.RowSummary) float64 {
 		if d.key == "throughput.requests_per_s" {
 			return rs.Throughput.RequestsPerS
@@ -560,6 +531,19 @@ func throughputChange(m *MetricChange, d metricDef, b, n *metrics.RowSummary) {
 	m.BaseN, m.NewN = 1, 1
 	if m.Base > 0 {
 		m.Change = (m.New - m.Base) / m.Base
+	}
+	if len(b.Trials) >= 2 && len(n.Trials) >= 2 {
+		var bv, nv []float64
+		for i := range b.Trials {
+			bv = append(bv, get(&b.Trials[i]))
+		}
+		for i := range n.Trials {
+			nv = append(nv, get(&n.Trials[i]))
+		}
+		m.BaseN, m.NewN = len(bv), len(nv)
+		m.Method = "bootstrap of the mean over the trials"
+		fromChange(m, stats.MeanChange(bv, nv, c.Level, stats.Bootstrap{Resamples: c.Resamples, Seed: c.metricSeed(id, d.key)}))
+		return
 	}
 	m.Verdict = NotJudged
 	m.Method = "one figure per run"

@@ -30,6 +30,9 @@ type synthRow struct {
 	errors      int    // requests that fail with an HTTP error
 	invalid     string // a failed validity check, or ""
 	seed        uint64 // the row's own random draws; 0: the run's seed
+	// trialTput, when set, gives the row trials with these output
+	// throughputs (the figures repeat writes per trial).
+	trialTput []float64
 }
 
 type synthRun struct {
@@ -113,7 +116,11 @@ func (sr synthRun) write(t *testing.T, parent string) string {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		sum.Rows = append(sum.Rows, agg.Summary(r.id, pr.Base, metrics.RowComplete))
+		rs := agg.Summary(r.id, pr.Base, metrics.RowComplete)
+		for k, v := range r.trialTput {
+			rs.Trials = append(rs.Trials, metrics.RowSummary{ID: r.id, Trial: k + 1, Throughput: metrics.Throughput{OutputTokensPerS: v}})
+		}
+		sum.Rows = append(sum.Rows, rs)
 		v := validity.Verdict{Valid: r.invalid == ""}
 		if r.invalid != "" {
 			v.Reasons = []validity.Reason{{Check: r.invalid, Message: "synthetic"}}
@@ -546,5 +553,22 @@ func TestFalseAlarmRate(t *testing.T) {
 	}
 	if rate > 0.25 {
 		t.Errorf("A/A false-alarm rate %.0f%%; docs/comparison.md says about 5%%", 100*rate)
+	}
+}
+
+// With trials on both sides, throughput is judged over the trials' figures;
+// without, it is shown and not judged.
+func TestThroughputJudgedOverTrials(t *testing.T) {
+	a, b := oneRow("a", 1, t0, 10), oneRow("b", 2, t0.Add(time.Hour), 10)
+	c := pair(t, a, b)
+	if m := c.metricOf("chat", "throughput.output_tokens_per_s"); m.Verdict != NotJudged || !strings.Contains(m.Note, "repeated trials") {
+		t.Errorf("without trials: %+v; want not judged", m)
+	}
+	a.rows[0].trialTput = []float64{1000, 1010, 990, 1005, 995}
+	b.rows[0].trialTput = []float64{800, 810, 790, 805, 795}
+	c = pair(t, a, b)
+	m := c.metricOf("chat", "throughput.output_tokens_per_s")
+	if m.Verdict != Regression || m.BaseN != 5 || !m.Worse {
+		t.Errorf("with trials: %+v; want a regression over 5 trials", m)
 	}
 }

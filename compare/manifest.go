@@ -35,14 +35,75 @@ func ManifestChanges(base, new *rundir.Manifest) []Change {
 	var out []Change
 	bf, nf := manifestFacts(base), manifestFacts(new)
 	for i := range bf {
-		if bf[i].v != nf[i].v {
-			out = append(out, Change{Field: bf[i].k, Base: bf[i].v, New: nf[i].v})
+		if bf[i].v == nf[i].v {
+			continue
+		}
+		if bf[i].obj != nil && nf[i].obj != nil {
+			// A settings object (the simulator's): the leaves that
+			// differ, "server.sim.engine.bandwidth_efficiency 0.8 →
+			// 0.64", not two screenfuls of JSON.
+			out = append(out, leafChanges(bf[i].k, bf[i].obj, nf[i].obj)...)
+			continue
+		}
+		out = append(out, Change{Field: bf[i].k, Base: bf[i].v, New: nf[i].v})
+	}
+	return out
+}
+
+// fact is one compared fact; obj holds it as decoded JSON when it is a
+// settings object, to compare leaf by leaf.
+type fact struct {
+	k, v string
+	obj  map[string]any
+}
+
+// leafChanges lists the leaves of two JSON objects that differ, by dotted
+// path, in path order.
+func leafChanges(prefix string, b, n map[string]any) []Change {
+	bl, nl := map[string]string{}, map[string]string{}
+	flatten(prefix, b, bl)
+	flatten(prefix, n, nl)
+	keys := map[string]bool{}
+	for k := range bl {
+		keys[k] = true
+	}
+	for k := range nl {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var out []Change
+	for _, k := range sorted {
+		if bl[k] != nl[k] {
+			out = append(out, Change{Field: k, Base: bl[k], New: nl[k]})
 		}
 	}
 	return out
 }
 
-type fact struct{ k, v string }
+func flatten(prefix string, v any, out map[string]string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+		for k, x := range m {
+			flatten(prefix+"."+k, x, out)
+		}
+		return
+	}
+	if s := compactJSON(v); s != "" {
+		out[prefix] = s
+	}
+}
+
+// objectFact is a fact whose value is a settings object.
+func objectFact(k string, v any) fact {
+	f := fact{k: k, v: compactJSON(v)}
+	if f.v != "" {
+		_ = json.Unmarshal([]byte(f.v), &f.obj)
+	}
+	return f
+}
 
 // manifestFacts flattens a manifest into the facts ManifestChanges
 // compares, always the same keys in the same order.
@@ -64,9 +125,9 @@ func manifestFacts(m *rundir.Manifest) []fact {
 		}
 		models = append(models, s)
 	}
-	sim := ""
+	sim := fact{k: "server.sim"}
 	if d.Builtin {
-		sim = compactJSON(d.Sim)
+		sim = objectFact("server.sim", d.Sim)
 	}
 	simulated := ""
 	if s := disc.Simulated; s != nil {
@@ -81,35 +142,35 @@ func manifestFacts(m *rundir.Manifest) []fact {
 		sem = "infermatrix"
 	}
 	return []fact{
-		{"tool.version", m.Tool.Version},
-		{"tool.commit", m.Tool.Commit},
-		{"tool.go", m.Tool.Go},
-		{"experiment.name", m.Experiment.Name},
-		{"experiment.sha256", m.Experiment.SHA256},
-		{"server.target", target},
-		{"server.api", d.API},
-		{"server.declared.model", d.Model},
-		{"server.declared.engine.name", d.Engine.Name},
-		{"server.declared.engine.version", d.Engine.Version},
-		{"server.declared.engine.image", d.Engine.Image},
-		{"server.declared.engine.flags", flagsText(redact.Flags(d.Engine.Flags))},
-		{"server.declared.hardware.gpu", d.Hardware.GPU},
-		{"server.declared.hardware.count", countText(d.Hardware.Count)},
-		{"server.declared.hardware.driver", d.Hardware.Driver},
-		{"server.declared.hardware.cuda", d.Hardware.CUDA},
-		{"server.declared.hardware.host", d.Hardware.Host},
-		{"server.declared.headers", flagsText(anyMap(redact.Headers(d.Headers)))},
-		{"server.sim", sim},
-		{"server.discovered.engine", strings.TrimSpace(engine)},
-		{"server.discovered.server_header", disc.Server},
-		{"server.discovered.models", strings.Join(models, ", ")},
-		{"server.discovered.simulated", simulated},
-		{"server.discovered.error", disc.Error},
-		{"host.name", m.Host.Name},
-		{"host.os", m.Host.OS + "/" + m.Host.Arch},
-		{"host.cpus", countText(m.Host.CPUs)},
-		{"semantics", sem},
-		{"slo", compactJSON(m.SLO)},
+		{k: "tool.version", v: m.Tool.Version},
+		{k: "tool.commit", v: m.Tool.Commit},
+		{k: "tool.go", v: m.Tool.Go},
+		{k: "experiment.name", v: m.Experiment.Name},
+		{k: "experiment.sha256", v: m.Experiment.SHA256},
+		{k: "server.target", v: target},
+		{k: "server.api", v: d.API},
+		{k: "server.declared.model", v: d.Model},
+		{k: "server.declared.engine.name", v: d.Engine.Name},
+		{k: "server.declared.engine.version", v: d.Engine.Version},
+		{k: "server.declared.engine.image", v: d.Engine.Image},
+		{k: "server.declared.engine.flags", v: flagsText(redact.Flags(d.Engine.Flags))},
+		{k: "server.declared.hardware.gpu", v: d.Hardware.GPU},
+		{k: "server.declared.hardware.count", v: countText(d.Hardware.Count)},
+		{k: "server.declared.hardware.driver", v: d.Hardware.Driver},
+		{k: "server.declared.hardware.cuda", v: d.Hardware.CUDA},
+		{k: "server.declared.hardware.host", v: d.Hardware.Host},
+		{k: "server.declared.headers", v: flagsText(anyMap(redact.Headers(d.Headers)))},
+		sim,
+		{k: "server.discovered.engine", v: strings.TrimSpace(engine)},
+		{k: "server.discovered.server_header", v: disc.Server},
+		{k: "server.discovered.models", v: strings.Join(models, ", ")},
+		{k: "server.discovered.simulated", v: simulated},
+		{k: "server.discovered.error", v: disc.Error},
+		{k: "host.name", v: m.Host.Name},
+		{k: "host.os", v: m.Host.OS + "/" + m.Host.Arch},
+		{k: "host.cpus", v: countText(m.Host.CPUs)},
+		{k: "semantics", v: sem},
+		{k: "slo", v: compactJSON(m.SLO)},
 	}
 }
 

@@ -31,8 +31,9 @@ simulator, measures what users feel (TTFT, TPOT, ITL, end-to-end latency,
 throughput, goodput), judges every row against the file's acceptance rules,
 and writes a decision record.
 
-Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed,
-4 invalid experiment, 5 inconclusive (a row with rules was invalid, not run
+Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed
+(compare: a significant regression), 4 invalid experiment (compare: the runs
+cannot be compared), 5 inconclusive (a row with rules was invalid, not run
 or left out), 130 interrupted.`,
 		Example: `  infermatrix run experiments/quickstart.yaml
   infermatrix validate experiments/*.yaml
@@ -49,6 +50,7 @@ or left out), 130 interrupted.`,
 		newPlanCmd(stdout),
 		newReportCmd(stdout, stderr),
 		newHistoryCmd(stdout, stderr),
+		newCompareCmd(stdout, stderr),
 		newSimCmd(ctx, stdout, stderr),
 		newSchemaCmd(stdout),
 		newVersionCmd(stdout),
