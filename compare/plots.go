@@ -150,6 +150,7 @@ func (c *Comparison) sweepFigure(base, key, label string, get func(*metrics.RowS
 	}
 	title := fmt.Sprintf("%s against output throughput: %s", key, base)
 	p := newPlot(title, "output throughput (tok/s)", label)
+	p.Legend.Top, p.Legend.Left = true, true // latency rises to the right
 	if err := addSeries(p, b, n); err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func (c *Comparison) sweepFigure(base, key, label string, get func(*metrics.RowS
 
 // cdfFigure overlays two empirical CDFs.
 func cdfFigure(title, label string, base, new []float64) (Figure, error) {
-	p := newPlot(title, label, "requests at or below (%)")
+	p := newPlot(title, label, "requests at or below (%)") // legend bottom right, below the curves' tops
 	if err := addSeries(p, ecdf(base), ecdf(new)); err != nil {
 		return Figure{}, err
 	}
@@ -195,10 +196,17 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Title.Text = textsafe.TerminalLine(title)
 	p.Title.TextStyle.Font = font.From(font.Font{Typeface: "Liberation", Variant: "Sans", Weight: 700}, 11)
 	p.X.Label.Text, p.Y.Label.Text = x, y
+	// Liberation Sans, as the decision records' charts: gonum/plot embeds
+	// it, so the PNG looks the same on every machine.
+	sans := font.Font{Typeface: "Liberation", Variant: "Sans"}
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = font.From(sans, 10)
+		a.Tick.Label.Font = font.From(sans, 9)
+	}
+	p.Legend.TextStyle.Font = font.From(sans, 10)
 	g := plotter.NewGrid()
 	g.Vertical.Color, g.Horizontal.Color = gridColor, gridColor
 	p.Add(g)
-	p.Legend.Top = true
 	return p
 }
 
