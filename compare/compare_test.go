@@ -33,6 +33,9 @@ type synthRow struct {
 	// trialTput, when set, gives the row trials with these output
 	// throughputs (the figures repeat writes per trial).
 	trialTput []float64
+	// inputStddev varies the planned prompt lengths: 0 is a row whose
+	// every length is equal (see lockstep).
+	inputStddev float64
 }
 
 type synthRun struct {
@@ -83,7 +86,7 @@ func (sr synthRun) write(t *testing.T, parent string) string {
 		c := max(r.concurrency, 1)
 		pr := schema.PlannedRow{ID: r.id, Base: r.base, SweepPoint: r.sweep, Requests: r.n,
 			Load:  schema.LoadPlan{Mode: schema.ModeConcurrency, Concurrency: c},
-			Input: schema.Length{Mean: 256}, Output: schema.Length{Mean: 64}, Streaming: true}
+			Input: schema.Length{Mean: 256, Stddev: r.inputStddev}, Output: schema.Length{Mean: 64}, Streaming: true}
 		if pr.Base == "" {
 			pr.Base = r.id
 		}
@@ -325,8 +328,8 @@ func TestErrorRatioRegression(t *testing.T) {
 	a.rows[0].errors, b.rows[0].errors = 4, 60
 	c := pair(t, a, b)
 	m := c.metricOf("chat", "errors.ratio")
-	if m.Verdict != Regression || m.BaseN != 400 || m.Absolute {
-		t.Errorf("errors.ratio %+v; want a regression from 1%% to 15%% of 400", m)
+	if m.Verdict != Regression || m.BaseN != 400 || !m.Absolute || math.Abs(m.Change-0.14) > 1e-9 {
+		t.Errorf("errors.ratio %+v; want a regression from 1%% to 15%% of 400, +14 points", m)
 	}
 	if g := c.metricOf("chat", "goodput.ratio"); g.Verdict != Regression || g.Worse != true {
 		t.Errorf("goodput.ratio %+v; failed requests are not good: want a regression", g)
@@ -524,11 +527,13 @@ func TestFalseAlarmRate(t *testing.T) {
 		pairs = 10
 	}
 	parent := t.TempDir()
-	alarms, metricAlarms, judged := 0, 0, 0
+	alarms, metricAlarms, judged, possible := 0, 0, 0, 0
 	for i := range pairs {
 		dir := filepath.Join(parent, fmt.Sprint(i))
-		a := oneRow("a", uint64(2*i+1), t0, 10).write(t, dir)
-		b := oneRow("b", uint64(2*i+2), t0.Add(time.Hour), 10).write(t, dir)
+		ra, rb := oneRow("a", uint64(2*i+1), t0, 10), oneRow("b", uint64(2*i+2), t0.Add(time.Hour), 10)
+		// Varied lengths: every metric judged (see lockstep).
+		ra.rows[0].inputStddev, rb.rows[0].inputStddev = 64, 64
+		a, b := ra.write(t, dir), rb.write(t, dir)
 		c, err := compareDirs(a, b, Options{Resamples: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -539,15 +544,18 @@ func TestFalseAlarmRate(t *testing.T) {
 		for _, m := range c.Rows[0].Metrics {
 			if m.Verdict != NotJudged {
 				judged++
-				if m.Verdict == Regression {
+				switch m.Verdict {
+				case Regression:
 					metricAlarms++
+				case Possible:
+					possible++
 				}
 			}
 		}
 	}
 	rate := float64(alarms) / float64(pairs)
-	t.Logf("A/A: %d of %d comparisons flagged a regression (%.1f%%); %d of %d judged metrics (%.2f%%)",
-		alarms, pairs, 100*rate, metricAlarms, judged, 100*float64(metricAlarms)/float64(judged))
+	t.Logf("A/A: %d of %d comparisons flagged a regression (%.1f%%); %d of %d judged metrics (%.2f%%); %d possible regressions (%.2f%% of metrics)",
+		alarms, pairs, 100*rate, metricAlarms, judged, 100*float64(metricAlarms)/float64(judged), possible, 100*float64(possible)/float64(judged))
 	if per := float64(metricAlarms) / float64(judged); per > 0.025 {
 		t.Errorf("per-metric false alarms %.2f%%; the level bounds them at 2.5%%", 100*per)
 	}
@@ -570,5 +578,33 @@ func TestThroughputJudgedOverTrials(t *testing.T) {
 	m := c.metricOf("chat", "throughput.output_tokens_per_s")
 	if m.Verdict != Regression || m.BaseN != 5 || !m.Worse {
 		t.Errorf("with trials: %+v; want a regression over 5 trials", m)
+	}
+}
+
+// TestLockstepLatencyIsAtMostPossible: a closed-loop row of equal lengths
+// whose TTFT moved by half is a possible regression, not a regression (its
+// users move in step, and one run cannot see which mode another lands on);
+// with varied lengths the same change is a regression. TPOT is judged
+// either way.
+func TestLockstepLatencyIsAtMostPossible(t *testing.T) {
+	for _, stddev := range []float64{0, 64} {
+		a, b := oneRow("a", 1, t0, 10), oneRow("b", 2, t0.Add(time.Hour), 13)
+		a.rows[0].inputStddev, b.rows[0].inputStddev = stddev, stddev
+		b.rows[0].ttft = 60
+		c := pair(t, a, b)
+		m := c.metricOf("chat", "ttft.p50")
+		want := Regression
+		if stddev == 0 {
+			want = Possible
+		}
+		if m.Verdict != want {
+			t.Errorf("input stddev %g: ttft.p50 %s (%s); want %s", stddev, m.Verdict, m.Note, want)
+		}
+		if stddev == 0 && (!strings.Contains(m.Note, "equal lengths") || len(c.Possible) == 0) {
+			t.Errorf("lockstep ttft.p50: note %q, %d possible regressions listed", m.Note, len(c.Possible))
+		}
+		if tp := c.metricOf("chat", "tpot.p50"); tp.Verdict != Regression {
+			t.Errorf("input stddev %g: tpot.p50 %s; want a regression", stddev, tp.Verdict)
+		}
 	}
 }

@@ -24,6 +24,9 @@ func (c *Comparison) WriteHTML(w io.Writer, figs []Figure) error {
 	default:
 		v.VerdictClass = "none"
 	}
+	for _, f := range c.Possible {
+		v.Possible = append(v.Possible, findingLine(f))
+	}
 	for _, f := range c.Regressions {
 		v.Regressions = append(v.Regressions, findingLine(f))
 	}
@@ -44,6 +47,8 @@ func (c *Comparison) WriteHTML(w io.Writer, figs []Figure) error {
 			switch m.Verdict {
 			case Regression:
 				cls = "fail"
+			case Possible:
+				cls = "warn"
 			case Improvement:
 				cls = "pass"
 			}
@@ -72,6 +77,7 @@ type htmlView struct {
 	Level, Verdict string
 	VerdictClass   string
 	Regressions    []string
+	Possible       []string
 	Changes        [][3]string
 	NotCompared    [][2]string
 	Rows           []htmlRow
@@ -102,10 +108,10 @@ const htmlTemplate = `<!DOCTYPE html>
 <title>Comparison: {{safe .C.New.Experiment}}</title>
 <style>
 :root { --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
-  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9; --none-fg: #59636e; --none-bg: #eff2f5; }
+  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9; --none-fg: #59636e; --none-bg: #eff2f5; --warn-fg: #7d4e00; --warn-bg: #fff8c5; }
 @media (prefers-color-scheme: dark) {
   :root { --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --panel: #151b23; --line: #3d444d;
-    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214; --none-fg: #9198a1; --none-bg: #21262d; }
+    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214; --none-fg: #9198a1; --none-bg: #21262d; --warn-fg: #e3b341; --warn-bg: #272115; }
   figure img { background: #ffffff; }
 }
 * { box-sizing: border-box; }
@@ -126,6 +132,7 @@ tr:last-child td { border-bottom: 0; }
 td.num { text-align: right; white-space: nowrap; }
 .pass { color: var(--pass-fg); background: var(--pass-bg); }
 .fail { color: var(--fail-fg); background: var(--fail-bg); }
+.warn { color: var(--warn-fg); background: var(--warn-bg); }
 .none { color: var(--none-fg); background: var(--none-bg); }
 .verdict { border-radius: 8px; padding: .9rem 1.1rem; margin: 1.25rem 0; border: 1px solid var(--line); }
 .verdict strong { font-size: 1.2rem; margin-right: .4rem; }
@@ -140,6 +147,9 @@ figcaption { font-size: .9rem; color: var(--muted); margin-top: .4rem; }
 <div class="verdict {{.VerdictClass}}"><strong>{{.Verdict}}</strong>{{safe .C.Why}}</div>
 {{if .Regressions}}<h2>Regressions</h2>
 <ul>{{range .Regressions}}<li><code>{{safe .}}</code></li>{{end}}</ul>{{end}}
+{{if .Possible}}<h2>Possible regressions</h2>
+<p>Past the threshold as measured, but the interval reaches back inside it: not a failure. One run's interval does not see how much a second run moves; run again, or use <code>repeat</code>, to tell these from noise.</p>
+<ul>{{range .Possible}}<li><code>{{safe .}}</code></li>{{end}}</ul>{{end}}
 <h2>What changed</h2>
 {{if .Changes}}<div class="scroll"><table><tr><th></th><th>base</th><th>new</th></tr>
 {{range .Changes}}<tr><td><code>{{index . 0}}</code></td><td>{{safe (index . 1)}}</td><td>{{safe (index . 2)}}</td></tr>

@@ -69,7 +69,11 @@ func unitSuffix(unit string) string {
 // it: "REGRESSION sweep/c=16 tpot.p95 +24.8% [+21.0%, +28.9%] (9.12 → 11.4 ms)".
 func findingLine(f Finding) string {
 	abs := f.Unit == "ratio" && f.Base == 0
-	return fmt.Sprintf("REGRESSION %s %s %s [%s, %s] (%s → %s%s)", f.Row, f.Metric, pct(f.Change, abs),
+	what := "REGRESSION"
+	if f.Possible {
+		what = "possible regression"
+	}
+	return fmt.Sprintf("%s %s %s %s [%s, %s] (%s → %s%s)", what, f.Row, f.Metric, pct(f.Change, abs),
 		pct(f.CI.Lower, abs), pct(f.CI.Upper, abs), num(f.Base, f.Unit), num(f.New, f.Unit), unitSuffix(f.Unit))
 }
 
@@ -90,7 +94,7 @@ func (rc *RowComparison) metric(key string) *MetricChange {
 func (c *Comparison) WriteTerminal(w io.Writer) {
 	t := textsafe.Terminal
 	fmt.Fprintf(w, "base: %s (%s)\nnew:  %s (%s)\n", t(c.Base.Path), c.Base.Started, t(c.New.Path), c.New.Started)
-	for _, f := range c.Regressions {
+	for _, f := range append(append([]Finding{}, c.Regressions...), c.Possible...) {
 		fmt.Fprintln(w, t(findingLine(f)))
 	}
 	var rows [][]string
@@ -110,7 +114,7 @@ func (c *Comparison) WriteTerminal(w io.Writer) {
 		head := append([]string{"row"}, terminalKeys...)
 		head[len(head)-1] = "output tok/s"
 		writeTable(w, head, rows)
-		fmt.Fprintln(w, "  R regression, I improvement (significant and beyond the threshold), * significant within it, ~ not judged")
+		fmt.Fprintln(w, "  R regression, I improvement (beyond the threshold, the whole interval included); R? I? possible (beyond it as measured only); * significant within it; ~ not judged")
 	}
 	for i := range c.Rows {
 		if rc := &c.Rows[i]; !rc.Comparable {
@@ -141,8 +145,12 @@ func shortCell(m *MetricChange) string {
 	switch m.Verdict {
 	case Regression:
 		s += " R"
+	case Possible:
+		s += " R?"
 	case Improvement:
 		s += " I"
+	case PossibleImprovement:
+		s += " I?"
 	case Within:
 		s += " *"
 	case NotJudged:
@@ -249,6 +257,14 @@ func (c *Comparison) markdown(w io.Writer, compact bool) error {
 		}
 		p("\n")
 	}
+	if len(c.Possible) > 0 {
+		p("## Possible regressions\n\n")
+		p("Past the threshold as measured, but the interval reaches back inside it: not a failure. One run's interval does not see how much a second run moves; run again, or use `repeat`, to tell these from noise.\n\n")
+		for _, f := range c.Possible {
+			p("- %s\n", cell(findingLine(f)))
+		}
+		p("\n")
+	}
 	p("## What changed\n\n")
 	if len(c.Changes) == 0 {
 		p("Nothing in the manifests: same tool, experiment file, server and host.\n\n")
@@ -272,7 +288,7 @@ func (c *Comparison) markdown(w io.Writer, compact bool) error {
 		p("\n")
 	}
 	if compact {
-		p("## Rows (change at p95; R regression, I improvement, * significant within the threshold, ~ not judged)\n\n")
+		p("## Rows (change at p95; R regression, I improvement: beyond the threshold, the whole interval included; R?, I?: beyond it as measured only; * significant within the threshold; ~ not judged)\n\n")
 		p("| row | ttft | tpot | itl | e2e | output tok/s |\n|---|---|---|---|---|---|\n")
 		for i := range c.Rows {
 			rc := &c.Rows[i]
