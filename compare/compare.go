@@ -56,8 +56,8 @@ const (
 	Possible            = "possible regression"
 	PossibleImprovement = "possible improvement"
 	Within              = "within threshold"
-	NoChange    = "no significant change"
-	NotJudged   = "not judged" // shown, with Note saying why no claim is made
+	NoChange            = "no significant change"
+	NotJudged           = "not judged" // shown, with Note saying why no claim is made
 )
 
 // Comparison verdicts.
