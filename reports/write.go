@@ -20,7 +20,10 @@ const (
 // could not.
 type Written struct {
 	Decision *Decision
-	Files    []string
+	// Input is what the record was rendered from, judged: for the short
+	// forms (WriteGitHub).
+	Input *Input
+	Files []string
 	// Unsupported lists requested formats this build does not render yet.
 	Unsupported []string
 }
@@ -54,7 +57,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Analysis == nil {
 		in.Analysis = Analyze(in)
 	}
-	w := &Written{Decision: in.Decision}
+	w := &Written{Decision: in.Decision, Input: in}
 	add := func(name string, data []byte) error {
 		if err := dir.WriteFile(name, data); err != nil {
 			return err

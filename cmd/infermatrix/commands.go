@@ -83,7 +83,7 @@ func plural(n int) string {
 }
 
 func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *cobra.Command {
-	var out, target, progressMode, baseline string
+	var out, target, progressMode, baseline, format string
 	var rows []string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -105,6 +105,10 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
 				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
+			}
+			say, err := formatOut(format, stdout, stderr)
+			if err != nil {
+				return err
 			}
 			plan, err := loadPlan(args[0], schema.Options{Target: target, Rows: rows, Baseline: baseline}, stderr)
 			if err != nil {
@@ -138,14 +142,19 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
 			decision := filepath.Join(res.Dir.Path, "decision.md")
-			fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(decision))
+			fmt.Fprintf(say, "decision record: %s\n", textsafe.Terminal(decision))
+			if format == "github" {
+				if err := reports.WriteGitHub(stdout, written.Input); err != nil {
+					return withCode(exitRuntime, err)
+				}
+			}
 			switch {
 			case runErr != nil:
 				return withCode(exitRuntime, errors.Join(runErr, formatErr))
 			case res.Interrupted:
 				return withCode(exitInterrupted, errors.Join(errors.New("interrupted; the decision record covers what was measured"), formatErr))
 			}
-			verdict := verdictExit(stdout, written.Decision)
+			verdict := verdictExit(say, written.Decision)
 			if formatErr != nil {
 				return withCode(exitRuntime, fmt.Errorf("the decision record is written, but not every report: %w", formatErr))
 			}
@@ -153,6 +162,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
+	cmd.Flags().StringVar(&format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
@@ -200,7 +210,7 @@ func verdictExit(stdout io.Writer, d *reports.Decision) error {
 }
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
-	var experiment, semantics, baseline string
+	var experiment, semantics, baseline, format string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR",
 		Short: "Re-render a run's decision record and reports from its run directory",
@@ -262,12 +272,16 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 			default:
 				return withCode(exitUsage, fmt.Errorf("--semantics %q: want infermatrix, vllm or aiperf", semantics))
 			}
+			say, err := formatOut(format, stdout, stderr)
+			if err != nil {
+				return err
+			}
 			res, err := reports.Rerender(args[0], reports.RerenderOptions{Experiment: experiment, Semantics: semantics, Baseline: baseline})
 			if err != nil && res != nil {
 				// The decision record was written; a format was not.
 				fmt.Fprintf(stderr, "some reports were not written:\n%s\n", textsafe.Terminal(err.Error()))
-				fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
-				_ = verdictExit(stdout, res.Decision)
+				fmt.Fprintf(say, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
+				_ = verdictExit(say, res.Decision)
 				return withCode(exitRuntime, errors.New("the decision record is written, but not every report"))
 			}
 			if err != nil {
@@ -293,12 +307,18 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 			if res.Rejudged {
 				fmt.Fprintf(stderr, "note: %s; the run's own record is unchanged\n", textsafe.Terminal(res.Why))
 			}
-			fmt.Fprintf(stdout, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
-			return verdictExit(stdout, res.Decision)
+			fmt.Fprintf(say, "decision record: %s\n", textsafe.Terminal(filepath.Join(res.Dir.Path, "decision.md")))
+			if format == "github" {
+				if err := reports.WriteGitHub(stdout, res.Input); err != nil {
+					return withCode(exitRuntime, err)
+				}
+			}
+			return verdictExit(say, res.Decision)
 		},
 	}
 	cmd.Flags().StringVar(&experiment, "experiment", "", "judge the run by this experiment file instead of the run's experiment.yaml (same rows); written to RUN_DIR/rejudged/")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this baseline run instead of the one the run recorded (a run directory, or runs/<name> for its newest complete run); written to RUN_DIR/rejudged/")
+	cmd.Flags().StringVar(&format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&semantics, "semantics", "", "summarise the records again under these definitions: infermatrix, vllm or aiperf; written to RUN_DIR/rejudged/")
 	return cmd
 }
@@ -537,4 +557,20 @@ func showBar(mode string, w io.Writer) bool {
 	}
 	f, ok := w.(*os.File)
 	return ok && os.Getenv("TERM") != "dumb" && term.IsTerminal(int(f.Fd()))
+}
+
+// formatHelp is --format's help for run and report.
+const formatHelp = "what to print: text (the record's path and the verdict) or github (the verdict and one line per row as GitHub-flavoured Markdown, for a pull-request comment or $GITHUB_STEP_SUMMARY; the path and verdict lines then go to stderr)"
+
+// formatOut checks --format and returns where the usual lines go: stdout
+// for text, stderr for github, whose Markdown alone goes to stdout so that
+// `>> $GITHUB_STEP_SUMMARY` takes nothing else.
+func formatOut(format string, stdout, stderr io.Writer) (io.Writer, error) {
+	switch format {
+	case "text":
+		return stdout, nil
+	case "github":
+		return stderr, nil
+	}
+	return nil, withCode(exitUsage, fmt.Errorf("--format %q: want text or github", format))
 }
