@@ -33,8 +33,9 @@ func repeatedRows(sum *metrics.Summary) []*metrics.RowSummary {
 	return out
 }
 
-// intervalText is a pooled figure with its interval and the trials
-// behind it: "8.58 ms [8.41, 8.77] (5 trials)". Without an interval (one
+// intervalText is a figure's mean over the trials with its interval and
+// the trials behind it, "8.58 ms [8.41, 8.77] (5 trials)", and the pooled
+// figure where it differs. Without an interval (one
 // trial, or fewer than two that measured the figure) it says so rather
 // than show a range nobody measured.
 func intervalText(rs *metrics.RowSummary, fig, unit string) string {
@@ -57,7 +58,18 @@ func intervalText(rs *metrics.RowSummary, fig, unit string) string {
 	if !b.Known() {
 		return fmt.Sprintf("%s%s (no interval: %d of %d trials measured it)", fixed(v, v), u, b.N, len(rs.Trials))
 	}
-	return fmt.Sprintf("%s%s [%s, %s] (%d trials)", fixed(v, b.Upper), u, fixed(b.Lower, b.Upper), fixed(b.Upper, b.Upper), b.N)
+	// The interval is of the trials' mean (Student's t, symmetric about
+	// it); the pooled figure is over every trial's requests at once, and
+	// for a tail percentile the two differ: shown beside an interval it
+	// does not centre, the pooled figure would read as an estimate outside
+	// its own interval. So the mean leads, and the pooled figure follows
+	// where it differs.
+	mean := (b.Lower + b.Upper) / 2
+	text := fmt.Sprintf("%s%s [%s, %s] (%d trials)", fixed(mean, b.Upper), u, fixed(b.Lower, b.Upper), fixed(b.Upper, b.Upper), b.N)
+	if fixed(mean, b.Upper) != fixed(v, b.Upper) {
+		text = fmt.Sprintf("%s%s [%s, %s] (mean of %d trials; pooled %s%s)", fixed(mean, b.Upper), u, fixed(b.Lower, b.Upper), fixed(b.Upper, b.Upper), b.N, fixed(v, b.Upper), u)
+	}
+	return text
 }
 
 // fixed formats v with the decimals that suit scale, so a figure and its

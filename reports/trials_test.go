@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,11 +69,21 @@ func TestRepeatedRowReport(t *testing.T) {
 	for _, re := range []string{
 		`## Repeated rows`,
 		"### `rep` \\(3 trials, 95% intervals\\)",
-		`- TPOT p50 [0-9.]+ ms \[[0-9.]+, [0-9.]+\] \(3 trials\)`,
+		`- TPOT p50 [0-9.]+ ms \[[0-9.]+, [0-9.]+\] \((3 trials|mean of 3 trials; pooled [0-9.]+ ms)\)`,
 		`\| 3 \| 12 / 12 \|`,
 	} {
 		if !regexp.MustCompile(re).MatchString(md) {
 			t.Errorf("decision.md lacks %s", re)
+		}
+	}
+	// Every figure shown with an interval lies inside it: the trials'
+	// mean leads, not the pooled figure, which for a tail can lie outside.
+	for _, m := range regexp.MustCompile(`(?m)^- .*? ([0-9.]+)(?: [a-z/]+)? \[([0-9.]+), ([0-9.]+)\]`).FindAllStringSubmatch(md, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		lo, _ := strconv.ParseFloat(m[2], 64)
+		hi, _ := strconv.ParseFloat(m[3], 64)
+		if v < lo || v > hi {
+			t.Errorf("%q: the figure lies outside its interval", m[0])
 		}
 	}
 	if strings.Contains(md, "`once` (") {
