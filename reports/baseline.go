@@ -46,6 +46,11 @@ type Baseline struct {
 // followed, and folders without a manifest are skipped.
 func LoadBaseline(path string) (*Baseline, error) {
 	dir, given := filepath.Clean(path), ""
+	// Recorded absolute: `report` re-reads the baseline the manifest
+	// names, from wherever it is run.
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	if _, err := os.Stat(filepath.Join(dir, rundir.ManifestFile)); err != nil {
 		runs, err := compare.ListRuns(dir)
 		if err != nil {

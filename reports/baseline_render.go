@@ -95,7 +95,14 @@ func mdSegsText(ss []seg) string {
 		if s.Code {
 			b.WriteString(code(s.Text))
 		} else {
-			b.WriteString(cell(s.Text))
+			// cell trims; the spaces around a piece of prose are what
+			// separate it from the code spans beside it.
+			t := strings.TrimSpace(s.Text)
+			lead, trail := s.Text[:strings.Index(s.Text, t)], s.Text[strings.Index(s.Text, t)+len(t):]
+			if t == "" {
+				lead, trail = s.Text, ""
+			}
+			b.WriteString(lead + cell(t) + trail)
 		}
 	}
 	return b.String()

@@ -95,3 +95,29 @@ func TestRunAgainstBaseline(t *testing.T) {
 		t.Errorf("validate without a baseline: exit %d; want 4 with a hint\n%s", r.code, r.stderr)
 	}
 }
+
+// TestReportFindsARelativeBaseline: a baseline named by a relative path is
+// recorded absolute, so `report` run from another directory judges the
+// run against the same baseline rather than calling it lost.
+func TestReportFindsARelativeBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built-in server twice")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	writeExperiment(t, filepath.Join(dir, "base.yaml"), "0.8", "", "")
+	writeExperiment(t, filepath.Join(dir, "held.yaml"), "0.8", heldRules, "")
+	t.Chdir(dir)
+	if r := cli(t, ctx, "run", "base.yaml", "--out", "runs/held/first"); r.code != exitOK {
+		t.Fatalf("baseline run: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := cli(t, ctx, "run", "held.yaml", "--out", "runs/held/second", "--baseline", "runs/held/first"); r.code != exitOK {
+		t.Fatalf("held run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Chdir(t.TempDir())
+	second := filepath.Join(dir, "runs", "held", "second")
+	r := cli(t, ctx, "report", second)
+	if r.code != exitOK || strings.Contains(r.stderr, "cannot be read") || strings.Contains(r.stdout, "rejudged") {
+		t.Errorf("report from elsewhere: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
