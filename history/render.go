@@ -48,7 +48,11 @@ func toolText(r *Run) string {
 		if len(c) > 7 {
 			c = c[:7]
 		}
-		s += " " + c
+		// A build between tags is versioned by its commit (git
+		// describe): say it once.
+		if !strings.HasPrefix(s, c) {
+			s += " " + c
+		}
 	}
 	return s
 }
