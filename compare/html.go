@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 )
 
@@ -107,39 +108,7 @@ const htmlTemplate = `<!DOCTYPE html>
 <meta name="generator" content="infermatrix">
 <title>Comparison: {{safe .C.New.Experiment}}</title>
 <style>
-:root { --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
-  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9; --none-fg: #59636e; --none-bg: #eff2f5; --warn-fg: #7d4e00; --warn-bg: #fff8c5; }
-@media (prefers-color-scheme: dark) {
-  :root { --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --panel: #151b23; --line: #3d444d;
-    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214; --none-fg: #9198a1; --none-bg: #21262d; --warn-fg: #e3b341; --warn-bg: #272115; }
-  figure img { background: #ffffff; }
-}
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 90rem; padding: 1.5rem 1.25rem 4rem;
-  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif;
-  color: var(--fg); background: var(--bg); }
-h1 { font-size: 1.75rem; line-height: 1.25; margin: 0 0 .5rem; }
-h2 { font-size: 1.3rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--line); }
-h3 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: .875em;
-  background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: .05em .3em; overflow-wrap: anywhere; }
-.muted { color: var(--muted); }
-.scroll { overflow-x: auto; margin: .5rem 0 1rem; border: 1px solid var(--line); border-radius: 6px; }
-table { border-collapse: collapse; width: 100%; font-size: .875rem; font-variant-numeric: tabular-nums; }
-th, td { text-align: left; vertical-align: top; padding: .4rem .6rem; border-bottom: 1px solid var(--line); }
-th { background: var(--panel); font-weight: 600; }
-tr:last-child td { border-bottom: 0; }
-td.num { text-align: right; white-space: nowrap; }
-.pass { color: var(--pass-fg); background: var(--pass-bg); }
-.fail { color: var(--fail-fg); background: var(--fail-bg); }
-.warn { color: var(--warn-fg); background: var(--warn-bg); }
-.none { color: var(--none-fg); background: var(--none-bg); }
-.verdict { border-radius: 8px; padding: .9rem 1.1rem; margin: 1.25rem 0; border: 1px solid var(--line); }
-.verdict strong { font-size: 1.2rem; margin-right: .4rem; }
-figure { margin: 1.5rem 0; break-inside: avoid; }
-figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
-figcaption { font-size: .9rem; color: var(--muted); margin-top: .4rem; }
-</style>
+` + htmlstyle.CSS + `</style>
 </head>
 <body>
 <h1>Comparison: {{safe .C.New.Experiment}}</h1>

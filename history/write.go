@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/reports"
 )
@@ -280,48 +281,7 @@ const historyTemplate = `<!DOCTYPE html>
 <meta name="generator" content="infermatrix history">
 <title>{{.Title}}</title>
 <style>
-:root {
-  --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
-  --pass-fg: #116329; --pass-bg: #dafbe1; --fail-fg: #a40e26; --fail-bg: #ffebe9;
-  --warn-fg: #7d4e00; --warn-bg: #fff8c5; --none-fg: #59636e; --none-bg: #eff2f5;
-}
-@media (prefers-color-scheme: dark) {
-  :root {
-    --fg: #e6edf3; --muted: #9198a1; --bg: #0d1117; --panel: #151b23; --line: #3d444d;
-    --pass-fg: #7ee787; --pass-bg: #12261e; --fail-fg: #ffa198; --fail-bg: #2d1214;
-    --warn-fg: #f2cc60; --warn-bg: #2b2111; --none-fg: #9198a1; --none-bg: #21262d;
-  }
-  figure img { background: #ffffff; }
-}
-* { box-sizing: border-box; }
-body {
-  margin: 0 auto; max-width: 90rem; padding: 1.5rem 1.25rem 4rem;
-  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif;
-  color: var(--fg); background: var(--bg);
-}
-h1 { font-size: 1.75rem; line-height: 1.25; margin: 0 0 .5rem; }
-h2 { font-size: 1.3rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid var(--line); }
-h3 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
-p, ul { margin: .5rem 0 1rem; max-width: 50rem; }
-code { font-family: ui-monospace, SFMono-Regular, "SF Mono", Menlo, Consolas, "Liberation Mono", monospace; font-size: .875em; background: var(--panel); border: 1px solid var(--line); border-radius: 4px; padding: .05em .3em; overflow-wrap: anywhere; }
-.muted { color: var(--muted); }
-.callout { border-left: 4px solid var(--warn-fg); background: var(--warn-bg); padding: .6rem 1rem; border-radius: 0 6px 6px 0; margin: 1rem 0; }
-.scroll { overflow-x: auto; margin: .5rem 0 1rem; border: 1px solid var(--line); border-radius: 6px; }
-table { border-collapse: collapse; width: 100%; font-size: .875rem; font-variant-numeric: tabular-nums; }
-th, td { text-align: left; vertical-align: top; padding: .4rem .6rem; border-bottom: 1px solid var(--line); }
-th { background: var(--panel); font-weight: 600; }
-tr:last-child td { border-bottom: 0; }
-td.num, th.num { text-align: right; white-space: nowrap; }
-tr.invalid td { color: var(--muted); font-style: italic; }
-.badge { display: inline-block; padding: .05rem .45rem; border-radius: 999px; font-weight: 600; font-size: .8rem; white-space: nowrap; }
-.pass { color: var(--pass-fg); background: var(--pass-bg); }
-.fail { color: var(--fail-fg); background: var(--fail-bg); }
-.incomplete { color: var(--warn-fg); background: var(--warn-bg); }
-.none { color: var(--none-fg); background: var(--none-bg); }
-figure { margin: 1.5rem 0; break-inside: avoid; }
-figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
-figcaption { font-size: .9rem; color: var(--muted); margin-top: .4rem; }
-</style>
+` + htmlstyle.CSS + `</style>
 </head>
 <body>
 <h1>{{.Title}}</h1>
