@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/parser"
 )
 
 // Names under which rules read a repeated row's intervals: upper.ttft.p95
@@ -153,34 +152,21 @@ type IntervalUse struct {
 // loading can refuse a rule that reads the interval of a row without
 // repeat, where there is none.
 func IntervalUses(src string) []IntervalUse {
-	tree, err := parser.Parse(src)
-	if err != nil {
-		return nil
-	}
-	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
-	ast.Walk(&tree.Node, v)
 	var out []IntervalUse
-	for _, n := range v.chains {
-		if v.inner[n] {
-			continue
-		}
-		root, segs := chainOf(n)
-		if root == nil || v.lets[segs[0]] {
-			continue
-		}
+	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
 		use := IntervalUse{}
 		switch {
 		case isBoundName(segs[0]):
 		case len(segs) >= 3 && segs[0] == "rows" && isBoundName(segs[2]):
 			use.Row = segs[1]
 		default:
-			continue
+			return
 		}
 		use.Name = strings.Join(segs, ".")
 		loc := root.Location()
 		use.From, use.To = loc.From, loc.From+len([]rune(use.Name))
 		out = append(out, use)
-	}
+	})
 	return out
 }
 

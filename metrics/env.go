@@ -796,21 +796,8 @@ type BaselineUse struct {
 // baseline.<metric> in an acceptance rule, rows.<id>.baseline.<metric> in
 // a hypothesis. A judge needs a baseline for exactly these expressions.
 func BaselineUses(src string) []BaselineUse {
-	tree, err := parser.Parse(src)
-	if err != nil {
-		return nil
-	}
-	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
-	ast.Walk(&tree.Node, v)
 	var out []BaselineUse
-	for _, n := range v.chains {
-		if v.inner[n] {
-			continue
-		}
-		root, segs := chainOf(n)
-		if root == nil || v.lets[segs[0]] {
-			continue
-		}
+	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
 		at := -1
 		switch {
 		case segs[0] == BaselineName:
@@ -819,13 +806,36 @@ func BaselineUses(src string) []BaselineUse {
 			at = 2
 		}
 		if at < 0 {
-			continue
+			return
 		}
 		loc := root.Location()
 		text := strings.Join(segs[:at+1], ".")
 		out = append(out, BaselineUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
-	}
+	})
 	return out
+}
+
+// eachChain calls fn with every outermost name chain of an expression
+// (ttft.p95, rows["x"].baseline.tpot), by its root identifier and its
+// segments, leaving out chains that start at a let variable. An
+// expression that does not parse has none: compiling it reports why.
+func eachChain(src string, fn func(root *ast.IdentifierNode, segs []string)) {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return
+	}
+	v := &nameVisitor{inner: map[ast.Node]bool{}, lets: map[string]bool{}}
+	ast.Walk(&tree.Node, v)
+	for _, n := range v.chains {
+		if v.inner[n] {
+			continue
+		}
+		root, segs := chainOf(n)
+		if root == nil || v.lets[segs[0]] {
+			continue
+		}
+		fn(root, segs)
+	}
 }
 
 // Dist returns the distribution an expression names ("ttft", "itl"), and
