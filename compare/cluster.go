@@ -3,7 +3,6 @@ package compare
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sort"
 
 	"github.com/infermatrix/infermatrix/stats"
@@ -125,18 +124,6 @@ func clusteredChange(base, new [][]float64, q, level float64, resamples int, see
 		b, n := cb.percentile(wb, q), cn.percentile(wn, q)
 		d[k] = (n - b) / b
 	}
-	slices.Sort(d)
-	ch.CI = stats.Interval{Lower: stats.Percentile(d, 100*(1-level)/2), Upper: stats.Percentile(d, 100*(1+level)/2), Level: level}
-	var le, ge int
-	for _, v := range d {
-		if v <= 0 {
-			le++
-		}
-		if v >= 0 {
-			ge++
-		}
-	}
-	r := float64(len(d))
-	ch.P = min(1, max(2*float64(min(le, ge))/r, 1/(r+1)))
+	ch.Finish(d, level)
 	return ch
 }

@@ -91,11 +91,13 @@ func boundAt(sorted []float64, q float64) float64 {
 	return Percentile(sorted, q)
 }
 
-// finish turns the resampled differences d into c's interval and p-value:
+// Finish turns the resampled differences d into c's interval and p-value:
 // the percentile interval (the (1−level)/2 and (1+level)/2 quantiles of d),
 // and P = 2·min(share of d ≤ 0, share of d ≥ 0), kept within
 // [1/(R+1), 1] since R resamples cannot show a p-value below 1/(R+1).
-func (c *Change) finish(d []float64, lv float64) {
+// It sorts d in place. Exported for resampling schemes of their own (the
+// block bootstrap of compare), so every interval is read one way.
+func (c *Change) Finish(d []float64, lv float64) {
 	slices.Sort(d)
 	c.CI = Interval{Lower: boundAt(d, 100*(1-lv)/2), Upper: boundAt(d, 100*(1+lv)/2), Level: lv}
 	var le, ge int
@@ -161,7 +163,7 @@ func PercentileChange(base, new []float64, q, level float64, b Bootstrap) Change
 	for k := range d {
 		d[k] = diff(rs.percentile(sb, q), rs.percentile(sn, q), c.Absolute)
 	}
-	c.finish(d, lv)
+	c.Finish(d, lv)
 	return c
 }
 
@@ -181,7 +183,7 @@ func MeanChange(base, new []float64, level float64, b Bootstrap) Change {
 	for k := range d {
 		d[k] = diff(rs.mean(base, c.Base), rs.mean(new, c.New), c.Absolute)
 	}
-	c.finish(d, lv)
+	c.Finish(d, lv)
 	return c
 }
 
