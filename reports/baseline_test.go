@@ -135,6 +135,15 @@ func TestJudgeBaseline(t *testing.T) {
 			t.Errorf("decision.md lacks %q", w)
 		}
 	}
+	// report.html: a rule that was not judged is neither pass nor fail.
+	var page bytes.Buffer
+	if err := WriteHTML(&page, &Input{Plan: plan, Manifest: &rundir.Manifest{}, Summary: sum, Decision: d}, nil); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	if n := strings.Count(html, `<span class="badge none">not judged</span>`); n != 3 || strings.Contains(html, "✗ fail") {
+		t.Errorf("report.html: %d rules marked not judged (want 3: b, c, d), fail badge shown %v", n, strings.Contains(html, "✗ fail"))
+	}
 }
 
 // TestJudgeBaselineFails: beyond the allowed change the rule fails, and

@@ -181,7 +181,10 @@ type htmlRule struct {
 type htmlRuleResult struct {
 	Row, Rule string
 	Pass      bool
-	Why       [][]seg
+	// Unjudged says why the rule was not evaluated (its baseline row is
+	// missing, invalid or another workload): neither pass nor fail.
+	Unjudged string
+	Why      [][]seg
 }
 
 type htmlRejected struct {
@@ -317,8 +320,8 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	for _, rv := range d.Rows {
 		var why [][]seg
 		for _, rr := range rv.Rules {
-			res := htmlRuleResult{Row: rv.ID, Rule: rr.Rule, Pass: rr.Pass}
-			if !rr.Pass {
+			res := htmlRuleResult{Row: rv.ID, Rule: rr.Rule, Pass: rr.Pass, Unjudged: rr.Unjudged}
+			if !rr.Pass && rr.Unjudged == "" {
 				res.Why = failureSegs(rr)
 				why = append(why, append([]seg{prose(rr.Rule + ": ")}, flatten(res.Why)...))
 			}
@@ -786,7 +789,7 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <thead><tr><th>Row</th><th>Rule</th><th>Result</th></tr></thead>
 <tbody>
 {{- range .RuleResults}}
-<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Rule}}</td><td>{{if .Pass}}<span class="badge pass">✓ pass</span>{{else}}<span class="badge fail">✗ fail</span> {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}{{end}}</td></tr>
+<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Rule}}</td><td>{{if .Pass}}<span class="badge pass">✓ pass</span>{{else if .Unjudged}}<span class="badge none">not judged</span> {{.Unjudged}}{{else}}<span class="badge fail">✗ fail</span> {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}{{end}}</td></tr>
 {{- end}}
 </tbody>
 </table></div>
