@@ -132,9 +132,11 @@ func TestCompareOnTheBuiltinServer(t *testing.T) {
 		}
 	}
 
-	// The 2% slower decode is not flagged at the default threshold.
+	// The 2% slower decode is not flagged at the default threshold. A
+	// host stall can still move a tail (as in A/A above), which is not the
+	// change under test: TPOT must not be called a regression.
 	small := cli(t, ctx, "compare", a1, slight, "--format", "github")
-	if small.code != exitOK || strings.Contains(small.stdout, "REGRESSION decode tpot.") {
+	if small.code != exitOK && small.code != exitAcceptance || strings.Contains(small.stdout, "REGRESSION decode tpot.") {
 		t.Errorf("2%% slower: exit %d, TPOT flagged\n%s\n%s", small.code, small.stdout, small.stderr)
 	}
 	if !strings.HasPrefix(small.stdout, "# Comparison: compare-check") || !strings.Contains(small.stdout, "<details>") {
