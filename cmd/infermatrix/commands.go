@@ -32,7 +32,7 @@ throughput, goodput), judges every row against the file's acceptance rules,
 and writes a decision record.
 
 Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed
-(compare: a significant regression), 4 invalid experiment (compare: the runs
+(compare: a regression beyond its threshold), 4 invalid experiment (compare: the runs
 cannot be compared), 5 inconclusive (a row with rules was invalid, not run
 or left out), 130 interrupted.`,
 		Example: `  infermatrix run experiments/quickstart.yaml

@@ -17,7 +17,7 @@ func newCompareCmd(stdout, stderr io.Writer) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "compare BASE_RUN NEW_RUN | compare RUNS_FOLDER",
-		Short: "Compare two runs of an experiment: what changed, and what regressed significantly",
+		Short: "Compare two runs of an experiment: what changed, and what regressed beyond its threshold",
 		Long: `Compare matches the two runs' rows by id (sweep points too), lists the rows
 added, removed or run with another workload (never compared as if equal), and
 for every other row and headline metric (TTFT, TPOT, ITL and E2E at p50, p95
@@ -32,8 +32,8 @@ compared. comparison.md, comparison.json and comparison.html (with overlay
 plots) go to runs/<name>/compare-<base>-<new>/ or --out. The method and its
 false-alarm rate: docs/comparison.md.
 
-Exit codes: 0 nothing regressed significantly beyond its threshold,
-3 something did, 4 the runs cannot be compared (a missing file, different
+Exit codes: 0 no metric regressed beyond its threshold, its whole interval
+included (possible regressions are listed, and do not fail), 3 one did, 4 the runs cannot be compared (a missing file, different
 experiments without --force, no row to compare), 1 runtime error.`,
 		Example: `  # the two newest runs of the quickstart
   infermatrix compare runs/quickstart
