@@ -102,10 +102,7 @@ type htmlFigure struct {
 const htmlTemplate = `<!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="infermatrix">
+` + htmlstyle.Meta + `<meta name="generator" content="infermatrix">
 <title>Comparison: {{safe .C.New.Experiment}}</title>
 <style>
 ` + htmlstyle.CSS + `</style>

@@ -275,10 +275,7 @@ var historyPage = template.Must(template.New("history").Parse(historyTemplate))
 const historyTemplate = `<!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="infermatrix history">
+` + htmlstyle.Meta + `<meta name="generator" content="infermatrix history">
 <title>{{.Title}}</title>
 <style>
 ` + htmlstyle.CSS + `</style>

@@ -549,10 +549,7 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="infermatrix">
+` + htmlstyle.Meta + `<meta name="generator" content="infermatrix">
 <title>{{.Title}}</title>
 <style>
 ` + htmlstyle.CSS + `</style>

@@ -5,6 +5,15 @@
 // styles only), never fetched.
 package htmlstyle
 
+// Meta is the head's shared lines: the encoding, the viewport, and the
+// Content-Security-Policy that keeps every page self-contained and inert
+// (no script, no fetch; inline styles and data: images only), whatever
+// text from an experiment or a server reaches it.
+const Meta = `<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+`
+
 // CSS is the shared stylesheet, without its <style> tags.
 const CSS = `:root {
   --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --panel: #f6f8fa; --line: #d1d9e0;
