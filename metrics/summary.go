@@ -86,6 +86,13 @@ type RowSummary struct {
 	Cache Cache `json:"cache"`
 	// Tokens compares the lengths the row asked for with the server's.
 	Tokens TokenCheck `json:"tokens"`
+	// Server and GPU are what the server's metrics endpoint and the GPUs'
+	// DCGM exporters reported over the measured window (package
+	// telemetry); nil when nothing was scraped. Telemetry is every scrape
+	// of the row, reduced to the figures plotted over time.
+	Server    *ServerTelemetry `json:"server,omitempty"`
+	GPU       *GPUTelemetry    `json:"gpu,omitempty"`
+	Telemetry []TelemetryPoint `json:"telemetry,omitempty"`
 	// Timeslices are the row over time, always by infermatrix's
 	// definitions.
 	Timeslices Timeslices `json:"timeslices"`
