@@ -84,3 +84,30 @@ func (r *resolver) checkBaselineDir(path, name, full string) {
 	// A flag has no place in the file, as --rows.
 	r.d.problems = append(r.d.problems, Problem{File: r.d.file, Path: path, Message: msg, Hint: hint})
 }
+
+// telemetryOff refuses rules and hypotheses that read server.* or gpu.*
+// when the file switches telemetry off: nothing would be scraped, so they
+// could never be judged.
+func (r *resolver) telemetryOff(plan *Plan) {
+	if plan.Telemetry.Enabled {
+		return
+	}
+	const hint = "remove telemetry.enabled: false, or the rule's server.* and gpu.* figures"
+	check := func(path, src string) {
+		if src == "" || len(src) > MaxExprBytes {
+			return
+		}
+		var probs []metrics.ExprProblem
+		for _, u := range metrics.TelemetryUses(src) {
+			probs = append(probs, metrics.ExprProblem{From: u.From, To: u.To, Hint: hint,
+				Message: "reads the server's telemetry (" + u.Text + "), but telemetry is switched off"})
+		}
+		r.exprProblems(path, src, probs)
+	}
+	for i, a := range r.exp.Acceptance {
+		check(indexPath("acceptance", i)+".expect", a.Expect)
+	}
+	for i, h := range r.exp.Hypotheses {
+		check(indexPath("hypotheses", i)+".expect", h.Expect)
+	}
+}

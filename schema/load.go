@@ -138,6 +138,7 @@ func Parse(path string, data []byte, opts Options) (*Plan, error) {
 	r := &resolver{d: d, exp: exp, dir: filepath.Dir(path), lines: strings.Split(string(data), "\n")}
 	plan := r.resolve(opts)
 	r.baseline(opts, plan)
+	r.telemetryOff(plan)
 	if len(d.problems) > 0 {
 		return nil, d.problems.sorted()
 	}

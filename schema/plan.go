@@ -40,6 +40,8 @@ type Plan struct {
 
 	// Validity holds the validity checks' thresholds, defaults applied.
 	Validity ValidityPlan `json:"validity"`
+	// Telemetry is where and how often each row's telemetry is scraped.
+	Telemetry TelemetryPlan `json:"telemetry"`
 	// Skipped lists the rows of the experiment that this plan leaves out
 	// (run --rows): rules on them are not judged, so no run of the plan
 	// can pass them.
@@ -91,6 +93,26 @@ const (
 	SweepEachPoint      = "each_point"
 	SweepOperatingPoint = "operating_point"
 )
+
+// TelemetryPlan is the telemetry section with defaults applied.
+type TelemetryPlan struct {
+	Enabled  bool     `json:"enabled"`
+	Interval Duration `json:"interval"`
+	// Metrics are the server's endpoints as written; empty means the
+	// default, each server URL's root with /metrics, which the runner
+	// derives (ServerMetricsURL) once it knows the URLs (the built-in
+	// server's port is known only when it starts).
+	Metrics []string `json:"metrics,omitempty"`
+	GPU     []string `json:"gpu,omitempty"`
+}
+
+// ServerMetricsURL is the default metrics endpoint of a server whose API is
+// at base: its root (base without a trailing /v1) with /metrics, where vLLM,
+// SGLang, TGI, llama.cpp and NIM all serve it.
+func ServerMetricsURL(base string) string {
+	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+	return root + "/metrics"
+}
 
 // ServerPlan is the server section with defaults applied.
 type ServerPlan struct {

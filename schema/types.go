@@ -44,6 +44,20 @@ type Experiment struct {
 	Report      Report         `yaml:"report" json:"report,omitempty" doc:"What the decision record contains and which files are written."`
 	Baseline    string         `yaml:"baseline" json:"baseline,omitempty" doc:"The run this one is held against: a run directory, or a folder of runs (runs/<name>) meaning its newest complete run by the start time in its manifest. Relative to this file. Rules and hypotheses read its rows as baseline.<metric>, e.g. tpot.p95 < 1.05 * baseline.tpot.p95; run --baseline overrides it."`
 	Validity    Validity       `yaml:"validity" json:"validity,omitempty" doc:"Thresholds of the checks that decide whether each row's figures can be trusted; a row that fails one is invalid and never passes (docs/validity.md)."`
+	Telemetry   Telemetry      `yaml:"telemetry" json:"telemetry,omitempty" doc:"What the run reads from the server's Prometheus endpoint and the GPUs' DCGM exporters while each row runs (docs/telemetry.md). On by default: the server's <root>/metrics every second."`
+}
+
+// Telemetry says where the run reads the server's own account of each row:
+// its engine metrics (queue, KV cache, prefix cache, preemptions, its own
+// latency histograms) and its GPUs' (utilization, power, memory, clocks).
+// The client's figures say what users felt; these say why. A scrape that
+// fails is a note in the record, never an error of the run, so telemetry is
+// on by default.
+type Telemetry struct {
+	Enabled  *bool     `yaml:"enabled" json:"enabled,omitempty" doc:"false: scrape nothing. Rules that read server.* or gpu.* are then refused." default:"true"`
+	Interval *Duration `yaml:"interval" json:"interval,omitempty" doc:"How often every endpoint is scraped during a row, from 100ms to 1m. Each row is also scraped just before its first request and after its last." default:"1s"`
+	Metrics  []string  `yaml:"metrics" json:"metrics,omitempty" doc:"The server's Prometheus endpoints, one per server instance. Default: each server URL's root with /metrics (http://host:8000/v1 is scraped at http://host:8000/metrics); the built-in server's own."`
+	GPU      []string  `yaml:"gpu" json:"gpu,omitempty" doc:"NVIDIA DCGM exporter endpoints, e.g. http://gpu-node:9400/metrics, one per node. The built-in server serves its simulated GPUs on its own /metrics, so it needs none."`
 }
 
 // Validity tunes the checks that make every row valid or say why not. Each

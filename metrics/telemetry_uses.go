@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"strings"
+
+	"github.com/expr-lang/expr/ast"
+)
+
+// Names under which rules read a row's telemetry (RowSummary.Server, .GPU).
+const (
+	ServerName = "server"
+	GPUName    = "gpu"
+)
+
+// TelemetryUse is where an expression reads telemetry: Text is the chain up
+// to server or gpu as written (server, rows.long.gpu, baseline.server), From
+// and To its rune offsets.
+type TelemetryUse struct {
+	From, To int
+	Text     string
+}
+
+// TelemetryUses lists where an expression reads server.* or gpu.*,
+// directly, through rows.<id> in a hypothesis, or through baseline, so that
+// loading can refuse a rule that reads telemetry a run switched off: it could
+// never be judged.
+func TelemetryUses(src string) []TelemetryUse {
+	var out []TelemetryUse
+	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
+		at := 0
+		if segs[at] == "rows" && len(segs) > 2 {
+			at = 2
+		}
+		if segs[at] == BaselineName && len(segs) > at+1 {
+			at++
+		}
+		if segs[at] != ServerName && segs[at] != GPUName {
+			return
+		}
+		loc := root.Location()
+		text := strings.Join(segs[:at+1], ".")
+		out = append(out, TelemetryUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
+	})
+	return out
+}
