@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/discovery"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -195,6 +196,18 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 		}
 		add("Engine flags", formatMap(redact.Flags(e.Flags)), "", mm)
 	}
+	if sim == nil {
+		// The limits the engine reported beside the flags that set them.
+		eng := disc.Engine
+		if eng == "" {
+			eng = e.Name
+		}
+		for _, c := range discovery.CompareFlags(eng, e.Flags, disc.Properties) {
+			add(c.Label, c.Declared, c.Discovered, c.Mismatch)
+		}
+	} else if n := disc.Properties[discovery.MaxModelLen]; n != "" {
+		add("Max model length", "", n, "")
+	}
 	add("Server header", "", disc.Server, "")
 
 	h := decl.Hardware
@@ -211,8 +224,11 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 		if gpu != "" {
 			mm = "SIMULATED: no GPU served this run"
 		}
+	} else if len(disc.GPUModels) > 0 {
+		foundGPU = discovery.GPUs(disc.GPUModels) + " (from the DCGM exporter)"
+		mm = discovery.CompareGPU(h.GPU, h.Count, disc.GPUModels)
 	} else if gpu != "" {
-		foundGPU = "not discoverable through the API"
+		foundGPU = "not discovered: no DCGM exporter was scraped (telemetry.gpu)"
 	}
 	add("GPU", gpu, foundGPU, mm)
 	for _, f := range [][2]string{{"Driver", h.Driver}, {"CUDA", h.CUDA}, {"Server host", h.Host}, {"Hardware notes", h.Notes}} {

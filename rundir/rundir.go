@@ -132,6 +132,14 @@ type Discovered struct {
 	Engine        string `json:"engine,omitempty"`
 	EngineVersion string `json:"engine_version,omitempty"`
 	EngineFrom    string `json:"engine_from,omitempty"`
+	// Properties are what the engine reported of its limits and
+	// parallelism, by discovery's names (max_model_len, max_running,
+	// tensor_parallel, ...), from its self-description endpoint and
+	// /models.
+	Properties map[string]string `json:"properties,omitempty"`
+	// GPUModels names each GPU the DCGM exporters reported during the
+	// run (their modelName label), one entry per GPU.
+	GPUModels []string `json:"gpu_models,omitempty"`
 	// Simulated describes the built-in server when it served the run:
 	// what actually answered, whatever the experiment declares.
 	Simulated *Simulated `json:"simulated,omitempty"`

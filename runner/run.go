@@ -9,7 +9,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -22,10 +21,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/infermatrix/infermatrix/discovery"
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
@@ -559,79 +560,47 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 	return d, nil
 }
 
-// engineProbes are the endpoints engines answer with their name and
-// version, tried in order until one answers: vLLM's /version, TGI's /info,
-// SGLang's /get_server_info, llama.cpp's /props. Each is a GET on the
-// server's root (the base URL without /v1).
-var engineProbes = []struct {
-	engine, path string
-	read         func(body []byte) (version string, ok bool)
-}{
-	{"vllm", "/version", func(b []byte) (string, bool) {
-		var v struct {
-			Version string `json:"version"`
-		}
-		return v.Version, json.Unmarshal(b, &v) == nil && v.Version != ""
-	}},
-	{"tgi", "/info", func(b []byte) (string, bool) {
-		var v struct {
-			Version string `json:"version"`
-			ModelID string `json:"model_id"`
-		}
-		return v.Version, json.Unmarshal(b, &v) == nil && v.ModelID != ""
-	}},
-	{"sglang", "/get_server_info", func(b []byte) (string, bool) {
-		var v struct {
-			Version   string `json:"version"`
-			ModelPath string `json:"model_path"`
-		}
-		return v.Version, json.Unmarshal(b, &v) == nil && (v.Version != "" || v.ModelPath != "")
-	}},
-	{"llama.cpp", "/props", func(b []byte) (string, bool) {
-		var v struct {
-			BuildInfo string `json:"build_info"`
-			ModelPath string `json:"model_path"`
-		}
-		return v.BuildInfo, json.Unmarshal(b, &v) == nil && (v.BuildInfo != "" || v.ModelPath != "")
-	}},
-}
-
-// discoverEngine asks the server which engine it is. /models' owned_by
-// and the Server header say which engine to ask first; a server none of
-// the probes recognises keeps what those two said, or nothing. Failures
-// are silent: this is for the record, not a precondition.
+// discoverEngine asks the server which engine it is, and what it says of
+// its limits (package discovery reads the answers). /models' owned_by and
+// the Server header say which engine to ask first; a server none of the
+// probes recognises keeps what those two said, or nothing. Failures are
+// silent: this is for the record, not a precondition.
 func discoverEngine(ctx context.Context, hc *http.Client, base, apiKey string, headers map[string]string, d *rundir.Discovered) {
 	hint := ""
 	if len(d.Models) > 0 {
 		hint = strings.ToLower(d.Models[0].OwnedBy)
+		if n := d.Models[0].MaxModelLen; n > 0 {
+			d.Properties = map[string]string{discovery.MaxModelLen: strconv.Itoa(n)}
+		}
 	}
 	if strings.Contains(strings.ToLower(d.Server), "llama.cpp") {
 		hint = "llama.cpp"
 	}
+	probes := discovery.Order(hint)
 	if hint == "infermatrix" {
-		// infermatrix sim on its own port: the built-in server.
+		// infermatrix sim on its own port: the built-in server, which
+		// answers vLLM's /version with its own build.
 		d.Engine, d.EngineFrom = SimEngineName, "/models owned_by"
-		return
-	}
-	for _, p := range engineProbes {
-		if strings.ReplaceAll(p.engine, ".", "") == strings.ReplaceAll(hint, ".", "") {
-			d.Engine, d.EngineFrom = p.engine, "/models owned_by or the Server header"
+		probes = probes[:0]
+		for _, p := range discovery.Probes {
+			if p.Engine == "vllm" {
+				probes = append(probes, p)
+			}
+		}
+	} else {
+		for _, p := range discovery.Probes {
+			if discovery.Same(p.Engine, hint) {
+				d.Engine, d.EngineFrom = p.Engine, "/models owned_by or the Server header"
+			}
 		}
 	}
 	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
-	probes := slices.Clone(engineProbes)
-	slices.SortStableFunc(probes, func(a, b struct {
-		engine, path string
-		read         func([]byte) (string, bool)
-	}) int {
-		return cmp.Compare(boolRank(a.engine != d.Engine), boolRank(b.engine != d.Engine))
-	})
 	for _, p := range probes {
 		if ctx.Err() != nil {
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		req, err := getRequest(pctx, root+p.path, apiKey, headers)
+		req, err := getRequest(pctx, root+p.Path, apiKey, headers)
 		if err != nil {
 			cancel()
 			return
@@ -647,19 +616,27 @@ func discoverEngine(ctx context.Context, hc *http.Client, base, apiKey string, h
 		if resp.StatusCode != http.StatusOK {
 			continue
 		}
-		if v, ok := p.read(body); ok {
-			d.Engine, d.EngineVersion, d.EngineFrom = p.engine, v, p.path
+		v, props, ok := p.Read(body)
+		if !ok {
+			continue
+		}
+		if d.Engine == SimEngineName {
+			d.EngineVersion = v
 			return
 		}
+		d.Engine, d.EngineVersion, d.EngineFrom = p.Engine, v, p.Path
+		for k, val := range props {
+			if d.Properties == nil {
+				d.Properties = map[string]string{}
+			}
+			if _, set := d.Properties[k]; !set {
+				d.Properties[k] = val
+			}
+		}
+		return
 	}
 }
 
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // getRequest is a GET of url with the run's headers and API key, as every
 // request the run sends carries them.
