@@ -637,7 +637,6 @@ func discoverEngine(ctx context.Context, hc *http.Client, base, apiKey string, h
 	}
 }
 
-
 // getRequest is a GET of url with the run's headers and API key, as every
 // request the run sends carries them.
 func getRequest(ctx context.Context, url, apiKey string, headers map[string]string) (*http.Request, error) {
