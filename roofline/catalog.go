@@ -16,27 +16,54 @@ const (
 	tera = 1e12
 )
 
+// Power and clock figures (the GPU fields after Source) feed only the
+// simulator's GPU telemetry. Their sources:
+//
+//   - TDPWatts: the vendor datasheet named in Source (H100 SXM "up to 700W",
+//     H100 PCIe 350 W, H200 SXM "up to 700W", DGX B200 1,000 W per GPU,
+//     A100 SXM 400 W, L40S 350 W, L4 72 W, MI300X 750 W); A10G 300 W is the
+//     power limit nvidia-smi shows on AWS g5 instances (NVIDIA's A10 sheet
+//     says 150 W for the PCIe A10).
+//   - MaxSMClockMHz and MemClockMHz: the "Max Clocks" section of
+//     `nvidia-smi -q` as commonly published for each board (the boost
+//     clock of the datasheet where it gives one); B200's are approximate.
+//   - IdleWatts and IdleSMClockMHz: typical nvidia-smi readings of an
+//     idle board holding a loaded model, in persistence mode. They are
+//     estimates (±30%), not datasheet figures.
+//   - DeviceName: the product name NVML reports, which DCGM exporter puts
+//     in its modelName label. MI300X has none: DCGM does not monitor AMD
+//     GPUs, so a simulated MI300X serves no GPU metrics.
 var gpus = []GPU{
 	{Name: "h100-sxm", MemoryBytes: 80 * giga, Bandwidth: 3.35 * tera, BF16FLOPs: 989.4 * tera, FP8FLOPs: 1978.9 * tera,
-		Source: "NVIDIA H100 Tensor Core GPU datasheet, SXM5 column"},
+		Source:     "NVIDIA H100 Tensor Core GPU datasheet, SXM5 column",
+		DeviceName: "NVIDIA H100 80GB HBM3", TDPWatts: 700, IdleWatts: 70, MaxSMClockMHz: 1980, IdleSMClockMHz: 345, MemClockMHz: 2619},
 	{Name: "h100-pcie", MemoryBytes: 80 * giga, Bandwidth: 2.0 * tera, BF16FLOPs: 756.5 * tera, FP8FLOPs: 1513 * tera,
-		Source: "NVIDIA H100 Tensor Core GPU datasheet, PCIe column"},
+		Source:     "NVIDIA H100 Tensor Core GPU datasheet, PCIe column",
+		DeviceName: "NVIDIA H100 PCIe", TDPWatts: 350, IdleWatts: 50, MaxSMClockMHz: 1755, IdleSMClockMHz: 345, MemClockMHz: 1593},
 	{Name: "h200", MemoryBytes: 141 * giga, Bandwidth: 4.8 * tera, BF16FLOPs: 989.4 * tera, FP8FLOPs: 1978.9 * tera,
-		Source: "NVIDIA H200 Tensor Core GPU datasheet, SXM column"},
+		Source:     "NVIDIA H200 Tensor Core GPU datasheet, SXM column",
+		DeviceName: "NVIDIA H200", TDPWatts: 700, IdleWatts: 75, MaxSMClockMHz: 1980, IdleSMClockMHz: 345, MemClockMHz: 3201},
 	{Name: "b200", MemoryBytes: 180 * giga, Bandwidth: 8.0 * tera, BF16FLOPs: 2250 * tera, FP8FLOPs: 4500 * tera,
-		Source: "NVIDIA DGX B200 datasheet (1,440 GB and 64 TB/s across 8 GPUs; 72 PFLOPS FP8 training, 144 PFLOPS FP4 inference with sparsity)"},
+		Source:     "NVIDIA DGX B200 datasheet (1,440 GB and 64 TB/s across 8 GPUs; 72 PFLOPS FP8 training, 144 PFLOPS FP4 inference with sparsity)",
+		DeviceName: "NVIDIA B200", TDPWatts: 1000, IdleWatts: 140, MaxSMClockMHz: 1965, IdleSMClockMHz: 120, MemClockMHz: 3996},
 	{Name: "a100-40gb", MemoryBytes: 40 * giga, Bandwidth: 1.555 * tera, BF16FLOPs: 312 * tera,
-		Source: "NVIDIA A100 Tensor Core GPU datasheet, 40GB SXM column"},
+		Source:     "NVIDIA A100 Tensor Core GPU datasheet, 40GB SXM column",
+		DeviceName: "NVIDIA A100-SXM4-40GB", TDPWatts: 400, IdleWatts: 55, MaxSMClockMHz: 1410, IdleSMClockMHz: 210, MemClockMHz: 1215},
 	{Name: "a100-80gb", MemoryBytes: 80 * giga, Bandwidth: 2.039 * tera, BF16FLOPs: 312 * tera,
-		Source: "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column"},
+		Source:     "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column",
+		DeviceName: "NVIDIA A100-SXM4-80GB", TDPWatts: 400, IdleWatts: 60, MaxSMClockMHz: 1410, IdleSMClockMHz: 210, MemClockMHz: 1593},
 	{Name: "l40s", MemoryBytes: 48 * giga, Bandwidth: 0.864 * tera, BF16FLOPs: 362.05 * tera, FP8FLOPs: 733 * tera,
-		Source: "NVIDIA L40S datasheet"},
+		Source:     "NVIDIA L40S datasheet",
+		DeviceName: "NVIDIA L40S", TDPWatts: 350, IdleWatts: 35, MaxSMClockMHz: 2520, IdleSMClockMHz: 210, MemClockMHz: 9001},
 	{Name: "l4", MemoryBytes: 24 * giga, Bandwidth: 0.300 * tera, BF16FLOPs: 121 * tera, FP8FLOPs: 242.5 * tera,
-		Source: "NVIDIA L4 Tensor Core GPU datasheet"},
+		Source:     "NVIDIA L4 Tensor Core GPU datasheet",
+		DeviceName: "NVIDIA L4", TDPWatts: 72, IdleWatts: 16, MaxSMClockMHz: 2040, IdleSMClockMHz: 210, MemClockMHz: 6251},
 	{Name: "a10g", MemoryBytes: 24 * giga, Bandwidth: 0.600 * tera, BF16FLOPs: 125 * tera,
-		Source: "NVIDIA A10 Tensor Core GPU datasheet (AWS does not publish separate A10G tensor figures; memory and bandwidth match)"},
+		Source:     "NVIDIA A10 Tensor Core GPU datasheet (AWS does not publish separate A10G tensor figures; memory and bandwidth match)",
+		DeviceName: "NVIDIA A10G", TDPWatts: 300, IdleWatts: 25, MaxSMClockMHz: 1710, IdleSMClockMHz: 210, MemClockMHz: 6251},
 	{Name: "mi300x", MemoryBytes: 192 * giga, Bandwidth: 5.3 * tera, BF16FLOPs: 1307.4 * tera, FP8FLOPs: 2614.9 * tera,
-		Source: "AMD Instinct MI300X data sheet"},
+		Source:   "AMD Instinct MI300X data sheet",
+		TDPWatts: 750, IdleWatts: 140, MaxSMClockMHz: 2100, MemClockMHz: 1300},
 }
 
 var models = []Model{

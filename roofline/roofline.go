@@ -38,6 +38,35 @@ type GPU struct {
 	FP8FLOPs float64 `json:"fp8_flops"`
 	// Source names the datasheet the figures come from.
 	Source string `json:"source"`
+
+	// The figures below feed only the simulator's GPU telemetry (the
+	// DCGM exporter metrics its /metrics serves), never a bound or a
+	// prediction: a GPU without them still predicts, it just serves no
+	// GPU metrics when simulated.
+
+	// DeviceName is the product name the driver reports (NVML's, and
+	// DCGM exporter's modelName label). Empty for a GPU DCGM does not
+	// monitor, as AMD's.
+	DeviceName string `json:"device_name,omitempty"`
+	// TDPWatts is the board's maximum power draw (the datasheet's TDP or
+	// maximum power), the power a saturated GPU draws.
+	TDPWatts float64 `json:"tdp_w,omitempty"`
+	// IdleWatts is the draw of an idle board that holds a loaded model:
+	// a typical reading, not a datasheet figure.
+	IdleWatts float64 `json:"idle_w,omitempty"`
+	// MaxSMClockMHz is the highest SM clock (nvidia-smi's "Max Clocks"),
+	// IdleSMClockMHz the clock an idle board drops to, and MemClockMHz
+	// the memory clock, which HBM boards hold fixed.
+	MaxSMClockMHz  float64 `json:"max_sm_clock_mhz,omitempty"`
+	IdleSMClockMHz float64 `json:"idle_sm_clock_mhz,omitempty"`
+	MemClockMHz    float64 `json:"mem_clock_mhz,omitempty"`
+}
+
+// HasTelemetry reports whether the GPU has the figures the simulator's GPU
+// telemetry needs: a DCGM device name, a TDP above its idle power, and
+// clocks.
+func (g GPU) HasTelemetry() bool {
+	return g.DeviceName != "" && g.TDPWatts > g.IdleWatts && g.IdleWatts > 0 && g.MaxSMClockMHz > 0 && g.MemClockMHz > 0
 }
 
 // Model is a decoder-only transformer's architecture, as its config.json

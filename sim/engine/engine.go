@@ -70,6 +70,10 @@ type Request struct {
 	cached    int // prompt tokens found in the prefix cache at last admission
 	preempted int
 	firstAt   time.Duration // engine emission time of token 0
+
+	queuedAt    time.Duration // when it reached the engine's waiting queue
+	scheduledAt time.Duration // when the scheduler first admitted it
+	scheduled   bool          // whether it has been admitted yet
 }
 
 type reqState uint8
@@ -82,18 +86,29 @@ const (
 	stateCanceled
 )
 
-// Info is what the engine knows about a request, for tests and logs.
+// Info is what the engine knows about a request, for tests, logs and the
+// server's request histograms.
 type Info struct {
 	Replica      int
 	CachedTokens int // prompt tokens that hit the prefix cache at its last admission
 	Preemptions  int
 	Generated    int
 	Delivered    int
+	// Scheduled says whether the scheduler has admitted the request, and
+	// QueueTime is then how long it waited in the engine's queue before
+	// its first admission (vLLM's queue time: from reaching the engine to
+	// first scheduled; a readmission after preemption does not count).
+	Scheduled bool
+	QueueTime time.Duration
 }
 
 // Info reports r's progress.
 func (r *Request) Info() Info {
-	return Info{Replica: r.replica, CachedTokens: r.cached, Preemptions: r.preempted, Generated: r.generated, Delivered: r.delivered}
+	i := Info{Replica: r.replica, CachedTokens: r.cached, Preemptions: r.preempted, Generated: r.generated, Delivered: r.delivered}
+	if r.scheduled {
+		i.Scheduled, i.QueueTime = true, r.scheduledAt-r.queuedAt
+	}
+	return i
 }
 
 // Stats is a snapshot of the whole deployment, summed over replicas.
@@ -111,6 +126,33 @@ type Stats struct {
 	GenerationTokens          uint64 // tokens emitted by the engines
 	OpenStreams               int    // requests submitted and not yet fully delivered
 	KVCapacityTokens          int    // per replica
+
+	// Replicas holds each replica's own accounting, in replica order.
+	Replicas []ReplicaStats
+}
+
+// ReplicaStats is one replica's account of its GPU's work, for the
+// simulator's GPU telemetry. The times are cumulative from the cluster's
+// start to Now, the step in flight counted up to Now, so that a reader
+// takes differences over any window it likes without the engine keeping
+// history.
+type ReplicaStats struct {
+	Running, Waiting int
+	KVUsage          float64 // fraction of the replica's KV blocks in use
+	// Busy is the time a step was in flight: the sum of step durations.
+	Busy time.Duration
+	// MemoryTime is the time the memory bus was busy at peak bandwidth:
+	// each step's bytes ÷ the GPU's peak bandwidth (η_bw not applied),
+	// at most the step's duration, accrued evenly over the step.
+	MemoryTime time.Duration
+	// ComputeTime is likewise each step's FLOPs ÷ the GPU's peak FLOP/s
+	// at the precision served, at most the step's duration.
+	ComputeTime time.Duration
+	// MemoryBytes is the device memory the replica holds: weights,
+	// reserve and the whole KV pool. vLLM allocates the pool at start,
+	// so this is flat whatever the load; KVUsage says how much of the
+	// pool is in use.
+	MemoryBytes float64
 }
 
 // Cluster is a simulated deployment. It is not safe for concurrent use; the
@@ -134,6 +176,8 @@ type Cluster struct {
 	// Precomputed step-time constants.
 	weightBytes, kvPerToken, flopsPerToken float64
 	attnPerPos, bwRate, flopRate           float64
+	peakBW, peakFLOPs                      float64 // the GPU's, for the accounting
+	memoryBytes                            float64 // per replica: weights, reserve, KV pool
 }
 
 type replica struct {
@@ -144,6 +188,12 @@ type replica struct {
 	busy    bool
 	batch   []scheduled // the step in flight
 	spare   []scheduled
+
+	// Accounting of completed steps, and of the step in flight: its
+	// start, duration, and the memory and compute time it is credited.
+	doneBusy, doneMem, doneCompute time.Duration
+	stepStart, stepDur             time.Duration
+	stepMem, stepCompute           time.Duration
 }
 
 type scheduled struct {
@@ -167,8 +217,11 @@ func New(cfg Config) (*Cluster, error) {
 		attnPerPos:    4 * float64(cfg.Model.Layers) * float64(cfg.Model.Heads) * float64(cfg.Model.HeadDim),
 		bwRate:        cfg.Efficiency.Bandwidth * cfg.GPU.Bandwidth,
 		flopRate:      cfg.Efficiency.FLOPs * cfg.GPU.PeakFLOPs(cfg.Precision),
+		peakBW:        cfg.GPU.Bandwidth,
+		peakFLOPs:     cfg.GPU.PeakFLOPs(cfg.Precision),
 	}
 	blocks := cfg.KVCapacity() / cfg.BlockSize
+	c.memoryBytes = c.weightBytes + cfg.ReserveBytes + float64(blocks*cfg.BlockSize)*c.kvPerToken
 	for i := range cfg.Replicas {
 		c.replicas = append(c.replicas, &replica{idx: i, pool: newBlockPool(blocks, cfg.BlockSize, cfg.PrefixCaching)})
 	}
@@ -292,13 +345,38 @@ func (c *Cluster) Step() bool {
 func (c *Cluster) Stats() Stats {
 	s := c.stats
 	s.Running, s.Waiting, s.KVUsage = 0, 0, 0
-	for _, rep := range c.replicas {
-		s.Running += len(rep.running)
-		s.Waiting += len(rep.waiting)
-		s.KVUsage += rep.pool.usage()
+	s.Replicas = c.ReplicaStats(make([]ReplicaStats, 0, len(c.replicas)))
+	for _, r := range s.Replicas {
+		s.Running += r.Running
+		s.Waiting += r.Waiting
+		s.KVUsage += r.KVUsage
 	}
 	s.KVUsage /= float64(len(c.replicas))
 	return s
+}
+
+// ReplicaStats appends each replica's accounting at Now to dst and returns
+// it: Stats' Replicas without the allocation, for a caller that samples
+// often.
+func (c *Cluster) ReplicaStats(dst []ReplicaStats) []ReplicaStats {
+	for _, rep := range c.replicas {
+		r := ReplicaStats{
+			Running: len(rep.running), Waiting: len(rep.waiting), KVUsage: rep.pool.usage(),
+			Busy: rep.doneBusy, MemoryTime: rep.doneMem, ComputeTime: rep.doneCompute,
+			MemoryBytes: c.memoryBytes,
+		}
+		if rep.busy && rep.stepDur > 0 {
+			// The step in flight, credited in proportion to its
+			// elapsed part: the accounting is continuous in time.
+			el := min(max(c.now-rep.stepStart, 0), rep.stepDur)
+			frac := float64(el) / float64(rep.stepDur)
+			r.Busy += el
+			r.MemoryTime += time.Duration(math.Round(float64(rep.stepMem) * frac))
+			r.ComputeTime += time.Duration(math.Round(float64(rep.stepCompute) * frac))
+		}
+		dst = append(dst, r)
+	}
+	return dst
 }
 
 type eventKind uint8
@@ -392,6 +470,7 @@ func (c *Cluster) step() {
 		}
 		rep := c.route()
 		e.req.replica = rep.idx
+		e.req.queuedAt = c.now
 		rep.waiting = append(rep.waiting, e.req)
 		if !rep.busy {
 			c.startStep(rep)
@@ -479,6 +558,9 @@ func (c *Cluster) schedule(rep *replica) []scheduled {
 			break
 		}
 		r.cached = r.computed
+		if !r.scheduled {
+			r.scheduled, r.scheduledAt = true, c.now
+		}
 		c.stats.PrefixQueries += uint64(r.promptLen)
 		c.stats.PrefixHits += uint64(r.computed)
 		rep.waiting = rep.waiting[1:]
@@ -512,14 +594,19 @@ func (c *Cluster) startStep(rep *replica) {
 	rep.busy = true
 	rep.batch = batch
 	c.stats.Steps++
-	c.push(event{at: c.now + c.stepTime(batch), kind: evStepEnd, rep: rep})
+	dur, mem, compute := c.stepTime(batch)
+	rep.stepStart, rep.stepDur = c.now, dur
+	rep.stepMem, rep.stepCompute = min(mem, dur), min(compute, dur)
+	c.push(event{at: c.now + dur, kind: evStepEnd, rep: rep})
 }
 
 // stepTime is the model's core: fixed overheads plus the slower of the
-// step's compute and its memory traffic.
-func (c *Cluster) stepTime(batch []scheduled) time.Duration {
+// step's compute and its memory traffic. It also returns the step's memory
+// time (bytes ÷ peak bandwidth) and compute time (FLOPs ÷ peak FLOP/s) at
+// the GPU's peaks, for the accounting.
+func (c *Cluster) stepTime(batch []scheduled) (dur, mem, compute time.Duration) {
 	if c.cfg.Instant {
-		return 0
+		return 0, 0, 0
 	}
 	flops := 0.0
 	bytes := c.weightBytes
@@ -534,12 +621,18 @@ func (c *Cluster) stepTime(batch []scheduled) time.Duration {
 		s := c.cfg.Jitter
 		sec *= math.Exp(s*c.rng.NormFloat64() - s*s/2)
 	}
-	return time.Duration(math.Round(sec * 1e9))
+	return seconds(sec), seconds(bytes / c.peakBW), seconds(flops / c.peakFLOPs)
 }
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
 
 func (c *Cluster) endStep(rep *replica) {
 	batch := rep.batch
 	rep.batch = nil
+	rep.doneBusy += rep.stepDur
+	rep.doneMem += rep.stepMem
+	rep.doneCompute += rep.stepCompute
+	rep.busy = false // startStep below sets it again if there is work
 	out := c.outBuf[:0]
 	bs := c.cfg.BlockSize
 	for _, s := range batch {
