@@ -140,3 +140,23 @@ func TestCatalogComplete(t *testing.T) {
 		t.Error("heads not a multiple of kv_heads must be rejected")
 	}
 }
+
+// TestCatalogTelemetryFigures checks the figures the simulator's GPU
+// telemetry reads: every NVIDIA GPU has them, in a sane order, and the
+// AMD one, which DCGM does not monitor, has no device name.
+func TestCatalogTelemetryFigures(t *testing.T) {
+	for _, g := range GPUs() {
+		if g.Name == "mi300x" {
+			if g.HasTelemetry() {
+				t.Errorf("%s: DCGM does not monitor AMD GPUs", g.Name)
+			}
+			continue
+		}
+		if !g.HasTelemetry() {
+			t.Errorf("%s: no telemetry figures: %+v", g.Name, g)
+		}
+		if g.IdleSMClockMHz <= 0 || g.IdleSMClockMHz >= g.MaxSMClockMHz || g.IdleWatts >= g.TDPWatts/3 {
+			t.Errorf("%s: idle %v W and %v MHz against TDP %v W and %v MHz", g.Name, g.IdleWatts, g.IdleSMClockMHz, g.TDPWatts, g.MaxSMClockMHz)
+		}
+	}
+}

@@ -320,6 +320,11 @@ func (s *Server) strikeStream(ctx context.Context, w http.ResponseWriter, g *gen
 func (s *Server) finished(g *generation, last time.Duration) {
 	g.status = statusOK
 	s.metrics.e2e.observe(last)
+	if q, ok := g.clock.(queueTimer); ok {
+		if d, ok := q.queued(); ok {
+			s.metrics.queue.observe(d)
+		}
+	}
 	if n := g.req.maxTokens; n > 1 && !g.firstAt.IsZero() {
 		s.metrics.tpot.observe((last - g.firstAt.Sub(g.arrival)) / time.Duration(n-1))
 	}

@@ -31,6 +31,10 @@ type metrics struct {
 	// flushLateness is the simulator's own: how late each token's flush
 	// returned against the time the model scheduled the token.
 	flushLateness *histogram
+	// queue is vLLM's queue time: from a request's arrival at the engine
+	// to its first scheduling, observed when the request finishes (an
+	// engine model only).
+	queue *histogram
 }
 
 // Bucket bounds in seconds, as vLLM's PrometheusStatLogger
@@ -43,7 +47,8 @@ var (
 		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 	e2eBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
 		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
-	// Flush lateness is a matter of microseconds on a healthy host; the
+	// vLLM's request_queue_time_seconds shares e2e's bounds
+	// (request_latency_buckets). Flush lateness is a matter of microseconds on a healthy host; the
 	// fine low buckets resolve a sub-millisecond p99 target.
 	latenessBuckets = []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
 		1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3}
@@ -56,6 +61,7 @@ func newMetrics() metrics {
 		e2e:           newHistogram(e2eBuckets...),
 		tpot:          newHistogram(itlBuckets...),
 		flushLateness: newHistogram(latenessBuckets...),
+		queue:         newHistogram(e2eBuckets...),
 	}
 }
 
@@ -181,6 +187,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 	b = appendHistogram(b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model, m.itl)
 	b = appendHistogram(b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", model, m.e2e)
 	b = appendHistogram(b, "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", model, m.tpot)
+	if st.queueTimeSupported {
+		b = appendHistogram(b, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", model, m.queue)
+	}
 
 	b = appendHistogram(b, "infermatrix_sim:flush_lateness_seconds",
 		"Host-side lateness of each token flush against the time the model scheduled it.", model, m.flushLateness)
@@ -191,6 +200,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 	if st.stepLatenessSupported {
 		b = appendStepLateness(b, model, st.stepLateness)
 	}
+	// The simulated GPUs, as a DCGM exporter on the same endpoint would
+	// serve them.
+	b = appendDCGM(b, st.gpus)
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(http.StatusOK)

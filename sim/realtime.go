@@ -36,6 +36,10 @@ type engineTiming struct {
 	latenessNext int
 	latenessN    int
 
+	// gpu models the replicas' GPUs for /metrics; nil when the GPU has
+	// no telemetry figures. Guarded by mu.
+	gpu *gpuMonitor
+
 	slack time.Duration // spin window before a deadline; driver goroutine only
 }
 
@@ -55,6 +59,7 @@ func newEngineTiming(cfg engine.Config) (*engineTiming, error) {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		slack:   time.Millisecond,
+		gpu:     newGPUMonitor(c.Config(), c.Config().Replicas),
 	}
 	go t.run()
 	return t, nil
@@ -62,21 +67,16 @@ func newEngineTiming(cfg engine.Config) (*engineTiming, error) {
 
 func (t *engineTiming) virtual(now time.Time) time.Duration { return now.Sub(t.epoch) }
 
-// advance processes every event due by now, recording how late each was.
-// The caller holds mu.
+// advance processes every event due by now, recording how late each was,
+// and lets the GPU model snapshot the cluster on its grid on the way. The
+// caller holds mu.
 func (t *engineTiming) advance(now time.Time) {
 	v := t.virtual(now)
-	for {
-		at, ok := t.cluster.Next()
-		if !ok || at > v {
-			break
-		}
-		t.cluster.Step()
+	advanceCluster(t.cluster, t.gpu, v, func(at time.Duration) {
 		t.lateness[t.latenessNext] = (v - at).Seconds()
 		t.latenessNext = (t.latenessNext + 1) % latenessRing
 		t.latenessN = min(t.latenessN+1, latenessRing)
-	}
-	t.cluster.RunUntil(v)
+	})
 }
 
 func (t *engineTiming) kick() {
@@ -177,14 +177,23 @@ func (t *engineTiming) submit(r *engine.Request) bool {
 func (t *engineTiming) stats() modelStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Bring the cluster to now (the driver has normally processed every
+	// event due already), so that the GPU figures cover the time up to
+	// the scrape: an idle cluster's clock otherwise stands still.
+	t.advance(time.Now())
 	s := t.cluster.Stats()
 	late := make([]float64, t.latenessN)
 	copy(late, t.lateness[:t.latenessN])
-	return modelStats{
+	st := modelStats{
 		running: s.Running, waiting: s.Waiting, kvUsage: s.KVUsage,
 		prefixQueries: s.PrefixQueries, prefixHits: s.PrefixHits, preemptions: s.Preemptions,
 		stepLateness: late, stepLatenessSupported: true,
+		queueTimeSupported: true,
 	}
+	if t.gpu != nil {
+		st.gpus = t.gpu.read(t.cluster)
+	}
+	return st
 }
 
 func (t *engineTiming) close() {
@@ -211,6 +220,10 @@ type engineClock struct {
 	// delivered token, read from the engine under t.mu in deliver, so
 	// that the handler can report it without taking the driver's lock.
 	cachedN int
+	// queue is the request's time in the engine's queue before it was
+	// first scheduled, read with its first token (queueOK).
+	queue   time.Duration
+	queueOK bool
 }
 
 // deliver is the engine's callback, run by whoever advances the engine
@@ -218,10 +231,13 @@ type engineClock struct {
 // engine preempted and admitted again reports its last admission's count,
 // and by its last token's delivery there is no admission to come.
 func (c *engineClock) deliver(k int, at time.Duration) {
-	cached := c.req.Info().CachedTokens
+	info := c.req.Info()
 	c.mu.Lock()
 	c.due = append(c.due, at)
-	c.cachedN = cached
+	c.cachedN = info.CachedTokens
+	if k == 0 && info.Scheduled {
+		c.queue, c.queueOK = info.QueueTime, true
+	}
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -255,6 +271,13 @@ func (c *engineClock) cached() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cachedN
+}
+
+// queued implements queueTimer.
+func (c *engineClock) queued() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue, c.queueOK
 }
 
 func (c *engineClock) release() {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/tokenizer"
 )
 
@@ -118,6 +119,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			s.serveMetrics(w)
 		}
+	case "/version":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			s.serveVersion(w)
+		}
 	default:
 		writeError(w, &apiError{status: http.StatusNotFound, kind: "NotFoundError", message: "Not Found"})
 	}
@@ -166,6 +171,20 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that hung up needs no answer
+}
+
+// serveVersion answers as vLLM's GET /version does, {"version":"..."},
+// with the build of infermatrix serving, so that a client that records the
+// server's version records which simulator it measured.
+func (s *Server) serveVersion(w http.ResponseWriter) {
+	body, err := json.Marshal(struct {
+		Version string `json:"version"`
+	}{buildinfo.Get().Version})
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) serveModels(w http.ResponseWriter) {

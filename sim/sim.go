@@ -6,8 +6,9 @@
 // that the project's own tests have a realistic target on loopback. It speaks
 // the parts of the protocol a load generator depends on: POST
 // /v1/chat/completions and /v1/completions, streaming (server-sent events)
-// and not, usage reporting, vLLM-shaped errors, GET /v1/models, /health, and
-// a Prometheus /metrics endpoint with vLLM's metric names.
+// and not, usage reporting, vLLM-shaped errors, GET /v1/models, /health,
+// /version, and a Prometheus /metrics endpoint with vLLM's metric names and,
+// for an engine, its simulated GPUs under DCGM exporter's (gpu.go).
 //
 // # Token accounting
 //

@@ -46,6 +46,20 @@ type modelStats struct {
 	preemptions           uint64
 	stepLateness          []float64 // recent step-deadline lateness samples, seconds (real-time engine only)
 	stepLatenessSupported bool
+	// queueTimeSupported says the model knows each request's time in a
+	// queue before it was first scheduled (an engine; the fixed model has
+	// no queue, and serves no queue-time histogram).
+	queueTimeSupported bool
+	// gpus are the simulated GPUs' readings; none for a model without
+	// GPUs (the fixed model, or a GPU without telemetry figures).
+	gpus []gpuReading
+}
+
+// queueTimer is implemented by the clocks of models that queue requests:
+// queued reports how long the request waited before it was first
+// scheduled, once that is known (by its first token).
+type queueTimer interface {
+	queued() (time.Duration, bool)
 }
 
 // tokenClock paces the output tokens of one request. It is used by one
