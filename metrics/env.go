@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type RowEnv struct {
 	Tokens       TokensEnv  `expr:"tokens"`
 	InFlight     InFlight   `expr:"in_flight"`
 	Cache        CacheEnv   `expr:"cache"`
+	// Server and GPU are the row's telemetry (server.kv_cache_usage.max,
+	// gpu.utilization.mean); figures the row lacks are missing data.
+	Server ServerEnv `expr:"server"`
+	GPU    GPUEnv    `expr:"gpu"`
 	// Baseline is the same row in the baseline run (run --baseline, or
 	// the experiment's baseline key), so that a rule can hold a rerun to
 	// the last one: "tpot.p95 < 1.05 * baseline.tpot.p95". It is nil
@@ -133,14 +138,18 @@ func NewRowEnv(s *RowSummary) RowEnv {
 	e.Errors.Truncated, e.Errors.Reset, e.Errors.Timeout = by[ErrTruncated], by[ErrReset], by[ErrTimeout]
 	e.Errors.Protocol, e.Errors.Redirect = by[ErrProtocol], by[ErrRedirect]
 	e.Lower, e.Upper = boundEnvs(s.Intervals)
+	e.Server, e.GPU = newServerEnv(s.Server), newGPUEnv(s.GPU)
 	return e
 }
 
 var distType = reflect.TypeOf(Dist{})
 
 // EmptyMetrics lists the expression names of the distributions with no
-// samples (a non-streamed row has no ttft), and "cache" when the server
-// reported no cached tokens.
+// samples (a non-streamed row has no ttft), "cache" when the server
+// reported no cached tokens, "server" or "gpu" when the row has no such
+// telemetry, and server.<figure> or gpu.<figure> for each figure the
+// telemetry lacks (server.preemptions, server.kv_cache_usage). A name
+// covers the names below it (MissingName).
 func (e RowEnv) EmptyMetrics() []string {
 	var out []string
 	v := reflect.ValueOf(e)
@@ -159,6 +168,8 @@ func (e RowEnv) EmptyMetrics() []string {
 	if e.Upper.missing() {
 		out = append(out, UpperName)
 	}
+	out = append(out, emptyNames(ServerName, e.Server.all, e.Server.missing)...)
+	out = append(out, emptyNames(GPUName, e.GPU.all, e.GPU.missing)...)
 	if e.Baseline != nil {
 		for _, m := range e.Baseline.EmptyMetrics() {
 			out = append(out, BaselineName+"."+m)
@@ -168,7 +179,9 @@ func (e RowEnv) EmptyMetrics() []string {
 }
 
 // Filled returns a copy of the environment in which every distribution
-// without samples reports v for every statistic (and for p()). Judging a
+// without samples reports v for every statistic (and for p()), and every
+// missing telemetry figure is v (a missing server.tokens_mismatch is
+// false below zero, true above). Judging a
 // rule with v = -Inf and again with +Inf tells whether its verdict depends
 // on the missing data at all: "ttft.p95 < 100 || e2e.p95 < 100" can pass
 // on e2e alone, while "ttft.p95 < 100" cannot pass on nothing.
@@ -184,6 +197,7 @@ func (e RowEnv) Filled(v float64) RowEnv {
 		e.Cache.HitRatio, e.Cache.UnexpectedRatio = v, v
 	}
 	e.Lower, e.Upper = e.Lower.filled(v), e.Upper.filled(v)
+	e.Server, e.GPU = e.Server.filled(v), e.GPU.filled(v)
 	if e.Baseline != nil {
 		b := e.Baseline.Filled(v)
 		e.Baseline = &b
@@ -278,7 +292,9 @@ func compile(src string, env any, names *nameTree, swept map[string][]string) (*
 	prog, err := expr.Compile(src, options(env)...)
 	if err != nil {
 		p := fromExprError(err)
-		if strings.Contains(p.Message, "metrics.Dist") {
+		if strings.Contains(p.Message, "metrics.ServerDistEnv") || strings.Contains(p.Message, "metrics.GaugeEnv") || strings.Contains(p.Message, "metrics.GapEnv") {
+			p.Hint = "a telemetry figure has statistics: pick one, e.g. server.ttft.p95 or server.kv_cache_usage.max (p() reads the client's distributions only)"
+		} else if strings.Contains(p.Message, "metrics.Dist") {
 			p.Hint = "a metric is a distribution: pick a statistic, e.g. ttft.p95, or p(ttft, 75)"
 		} else if strings.Contains(p.Message, "expected bool") {
 			p.Hint = "the expression must be true or false: compare it with a threshold, e.g. ttft.p95 < 1000"
@@ -583,7 +599,7 @@ func resolveChain(t *nameTree, segs []string, swept map[string][]string) (chainP
 		} else {
 			p.hint = "valid names here: " + strings.Join(keysOf(cur.children), ", ")
 		}
-		if m := pctName.FindStringSubmatch(s); m != nil && i > 0 {
+		if m := pctName.FindStringSubmatch(s); m != nil && i > 0 && !slices.Contains(segs[:i], ServerName) && !slices.Contains(segs[:i], GPUName) {
 			p.hint += fmt.Sprintf(" For other percentiles write p(%s, %s).", strings.Join(segs[:i], "."), m[1])
 		}
 		return p, false

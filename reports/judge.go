@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -466,10 +467,7 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 		rr.Reason = fmt.Sprintf("no successful requests (%d sent, %d failed)", rs.Requests.Sent, rs.Requests.Failed)
 		return rr
 	}
-	empty := map[string]bool{}
-	for _, m := range env.EmptyMetrics() {
-		empty[m] = true
-	}
+	empty := env.EmptyMetrics()
 	lo, hi := env.Filled(math.Inf(-1)), env.Filled(math.Inf(1))
 	holds := func(src string, p *metrics.Program) (bool, error) {
 		a, err := runOn(src, p, lo)
@@ -495,12 +493,8 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 		cl := Clause{Text: c}
 		var missing []string
 		for _, op := range metrics.Operands(c) {
-			if empty[op.Path[0]] {
-				missing = append(missing, op.Path[0])
-				continue
-			}
-			if len(op.Path) > 1 && op.Path[0] == metrics.BaselineName && empty[op.Path[0]+"."+op.Path[1]] {
-				missing = append(missing, op.Path[0]+"."+op.Path[1])
+			if m := metrics.MissingName(strings.Join(op.Path, "."), empty); m != "" {
+				missing = append(missing, m)
 				continue
 			}
 			cl.Values = appendValue(cl.Values, op.Text, env)
@@ -526,20 +520,34 @@ func judgeRule(rule schema.AcceptanceRule, rs *metrics.RowSummary, env metrics.R
 }
 
 // missingReason says why the named metrics could not be read: no samples,
-// or for the cache, no cached-token counts from the server.
+// for the cache no cached-token counts from the server, for telemetry no
+// scrape or a figure the server or GPUs did not publish.
 func missingReason(names []string) string {
-	var dists []string
+	var dists, parts []string
 	cache := false
 	for _, n := range names {
-		if n == "cache" {
-			cache = true
-			continue
+		in, name := "", n
+		if rest, ok := strings.CutPrefix(n, metrics.BaselineName+"."); ok {
+			in, name = " in the baseline run", rest
 		}
-		dists = append(dists, n)
+		root, _, _ := strings.Cut(name, ".")
+		switch {
+		case n == "cache":
+			cache = true
+		case name == metrics.ServerName:
+			parts = append(parts, "the row has no server telemetry"+in)
+		case name == metrics.GPUName:
+			parts = append(parts, "the row has no GPU telemetry"+in)
+		case root == metrics.ServerName:
+			parts = append(parts, "the server did not report "+name+in)
+		case root == metrics.GPUName:
+			parts = append(parts, "the GPUs' exporters did not report "+name+in)
+		default:
+			dists = append(dists, n)
+		}
 	}
-	var parts []string
 	if len(dists) > 0 {
-		parts = append(parts, strings.Join(dists, ", ")+" has no samples")
+		parts = append([]string{strings.Join(dists, ", ") + " has no samples"}, parts...)
 	}
 	if cache {
 		parts = append(parts, "the server reported no cached prompt tokens")
@@ -657,12 +665,11 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 			out = append(out, hv)
 			continue
 		}
-		skip := map[string]bool{}
-		for _, m := range emptyOperands(h.Program.Source, env) {
-			skip[m] = true
-		}
+		missingOps := emptyOperands(h.Program.Source, env)
 		for _, op := range metrics.Operands(h.Program.Source) {
-			if len(op.Path) >= 3 && skip["rows."+op.Path[1]+"."+op.Path[2]] {
+			if len(op.Path) >= 3 && slices.ContainsFunc(missingOps, func(m missingOperand) bool {
+				return m.Row == op.Path[1] && metrics.MissingName(strings.Join(op.Path[2:], "."), []string{m.Name}) != ""
+			}) {
 				continue // no samples: a zero here would read as a measurement
 			}
 			hv.Values = appendValue(hv.Values, op.Text, env)
@@ -676,7 +683,7 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 		case errA != nil || errB != nil:
 			hv.Verdict, hv.Reason = Inconclusive, errors.Join(errA, errB).Error()
 		case a != b:
-			hv.Verdict, hv.Reason = Inconclusive, "it depends on "+strings.Join(emptyOperands(h.Program.Source, env), ", ")+", which has no samples"
+			hv.Verdict, hv.Reason = Inconclusive, dependsOnMissing(missingOps)
 		case a:
 			hv.Verdict = Supported
 		default:
@@ -687,21 +694,46 @@ func judgeHypotheses(plan *schema.Plan, s *metrics.Summary, d *Decision) []Hypot
 	return out
 }
 
-// emptyOperands names the row metrics a hypothesis reads that have no
-// samples.
-func emptyOperands(src string, env metrics.HypothesisEnv) []string {
-	var out []string
+// missingOperand is a row's missing figure a hypothesis reads: Name is
+// what RowEnv.EmptyMetrics lists (ttft, server, server.preemptions).
+type missingOperand struct{ Row, Name string }
+
+// emptyOperands lists the row figures a hypothesis reads that are missing:
+// distributions with no samples, telemetry not scraped or not published.
+func emptyOperands(src string, env metrics.HypothesisEnv) []missingOperand {
+	var out []missingOperand
 	for _, op := range metrics.Operands(src) {
 		if len(op.Path) < 3 {
 			continue
 		}
-		for _, m := range env.Rows[op.Path[1]].EmptyMetrics() {
-			if m == op.Path[2] {
-				out = append(out, "rows."+op.Path[1]+"."+m)
-			}
+		m := missingOperand{Row: op.Path[1], Name: metrics.MissingName(strings.Join(op.Path[2:], "."), env.Rows[op.Path[1]].EmptyMetrics())}
+		if m.Name != "" && !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
-	return dedupe(out)
+	return out
+}
+
+// dependsOnMissing says which missing data a hypothesis' verdict depends
+// on: rows.<id>.<name> for each distribution without samples, and for
+// other missing figures (telemetry, the cache) why each is missing.
+func dependsOnMissing(ms []missingOperand) string {
+	var dists, other []string
+	for _, m := range ms {
+		if r := missingReason([]string{m.Name}); !strings.HasSuffix(r, "has no samples") {
+			other = append(other, "row "+m.Row+": "+r)
+			continue
+		}
+		dists = append(dists, "rows."+m.Row+"."+m.Name)
+	}
+	var parts []string
+	if len(dists) > 0 {
+		parts = append(parts, strings.Join(dists, ", ")+", which has no samples")
+	}
+	if len(other) > 0 {
+		parts = append(parts, "missing data ("+strings.Join(other, "; ")+")")
+	}
+	return "it depends on " + strings.Join(parts, ", and on ")
 }
 
 // referencedRows lists the row ids a hypothesis names (rows.x or
