@@ -1,0 +1,63 @@
+package diagnosis
+
+import (
+	"math"
+	"strconv"
+)
+
+// Figures are quoted to about three significant digits, as the
+// prediction's evidence quotes them: 6.05, 29.9, 812.
+
+func sig(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1 || a == 0:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// ms is a time in milliseconds with its unit.
+func ms(v float64) string { return sig(v) + " ms" }
+
+// pct is a fraction as a percentage: whole points from 10%, one decimal
+// below.
+func pct(v float64) string {
+	p := 100 * v
+	if math.Abs(p) >= 10 {
+		return strconv.FormatFloat(p, 'f', 0, 64) + "%"
+	}
+	return strconv.FormatFloat(p, 'f', 1, 64) + "%"
+}
+
+// ratio is a ratio to two decimals: 1.32.
+func ratio(r float64) string { return strconv.FormatFloat(r, 'f', 2, 64) }
+
+// count is a count: whole numbers with thousands separators (12,800),
+// others as sig.
+func count(v float64) string {
+	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
+		return sig(v)
+	}
+	s := strconv.FormatInt(int64(math.Abs(v)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if v < 0 {
+		s = "-" + s
+	}
+	return s
+}
+
+// level is a gauge of requests (waiting, running): whole numbers as they
+// are, others to one decimal: 0, 0.2, 11, 7.9.
+func level(v float64) string {
+	if v == math.Trunc(v) {
+		return count(v)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
