@@ -149,8 +149,8 @@ var dcgmLine = regexp.MustCompile(`^(DCGM_FI_[A-Z_]+)\{gpu="(\d+)",UUID="(GPU-[0
 type dcgmScrape struct {
 	at, end time.Time
 	values  map[string]map[string]float64
-	uuids  map[string]string
-	model  string
+	uuids   map[string]string
+	model   string
 }
 
 func scrapeDCGM(t *testing.T, baseURL string) dcgmScrape {
