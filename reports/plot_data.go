@@ -63,6 +63,19 @@ type rowRecords struct {
 	id         string
 	ttft, tpot rowCDF
 	inTTFT     *sampler[plotter.XY]
+	// inFlight is how many of the row's requests, warmup included, were
+	// between their start and their end at each of its telemetry scrapes,
+	// indexed as RowSummary.Telemetry: the client's side of the server's
+	// running and waiting counts. Nil when the row has no telemetry, or
+	// its records are several trials', each on a clock of its own.
+	inFlight []float64
+	// window is the measured window on the row's clock, in seconds, as
+	// the summary counts it (first measured dispatch to last measured
+	// end); ok is false when no measured request was read.
+	window struct {
+		first, last float64
+		ok          bool
+	}
 }
 
 // rowCDF is one metric's empirical CDF for a row (see ecdf), with the
@@ -90,7 +103,25 @@ func readRowRecords(in *Input, ids []string) ([]*rowRecords, error) {
 	for _, id := range ids {
 		rr := &rowRecords{id: id, inTTFT: newSampler[plotter.XY](perRow)}
 		ttft, tpot := newSampler[float64](keepValues), newSampler[float64](keepValues)
+		var inFlight *scrapeInFlight
+		if in.Summary != nil {
+			if rs := in.Summary.Row(id); rs != nil && len(rs.Telemetry) > 0 && len(rs.Trials) == 0 {
+				inFlight = newScrapeInFlight(rs.Telemetry)
+			}
+		}
+		var first, last int64
+		measured := false
 		err := in.Records(id, func(r *metrics.Record) error {
+			if inFlight != nil && r.EndNS > 0 {
+				inFlight.add(r.StartNS, r.StartNS+r.EndNS)
+			}
+			if !r.Warmup {
+				dispatch, end := r.StartNS-r.QueueNS, r.StartNS+r.EndNS
+				if !measured {
+					first, last = dispatch, end
+				}
+				first, last, measured = min(first, dispatch), max(last, end), true
+			}
 			if r.Warmup || !r.OK() {
 				return nil
 			}
@@ -113,9 +144,68 @@ func readRowRecords(in *Input, ids []string) ([]*rowRecords, error) {
 			return nil, fmt.Errorf("row %s: %w", id, err)
 		}
 		rr.ttft, rr.tpot = newRowCDF(ttft), newRowCDF(tpot)
+		if inFlight != nil {
+			rr.inFlight = inFlight.counts()
+		}
+		if measured && last > first {
+			rr.window.first, rr.window.last, rr.window.ok = float64(first)/1e9, float64(last)/1e9, true
+		}
 		out = append(out, rr)
 	}
 	return out, nil
+}
+
+// scrapeInFlight counts the requests in flight at each scrape instant
+// as the records stream past: each request adds one over the scrapes in
+// [start, end), marked at both ends of a difference array, so a row of a
+// million requests costs a binary search each and no memory per request.
+type scrapeInFlight struct {
+	n     int     // scrapes in the row's list
+	times []int64 // the timed scrapes' instants in ns, ascending
+	order []int   // times[k] is the scrape order[k] of the row's list
+	diff  []int
+}
+
+func newScrapeInFlight(pts []metrics.TelemetryPoint) *scrapeInFlight {
+	s := &scrapeInFlight{n: len(pts)}
+	for i, p := range pts {
+		if isFinite(p.TS) {
+			s.order = append(s.order, i)
+		}
+	}
+	sort.SliceStable(s.order, func(a, b int) bool { return pts[s.order[a]].TS < pts[s.order[b]].TS })
+	s.times = make([]int64, len(s.order))
+	for k, i := range s.order {
+		s.times[k] = int64(math.Round(pts[i].TS * 1e9))
+	}
+	s.diff = make([]int, len(s.times)+1)
+	return s
+}
+
+// add counts a request in flight from start to end, in ns on the row's
+// clock.
+func (s *scrapeInFlight) add(start, end int64) {
+	lo, _ := slices.BinarySearch(s.times, start)
+	hi, _ := slices.BinarySearch(s.times, end)
+	if hi > lo {
+		s.diff[lo]++
+		s.diff[hi]--
+	}
+}
+
+// counts returns the count at each scrape of the row's list, NaN where
+// the scrape has no time.
+func (s *scrapeInFlight) counts() []float64 {
+	out := make([]float64, s.n)
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	n := 0
+	for k, i := range s.order {
+		n += s.diff[k]
+		out[i] = float64(n)
+	}
+	return out
 }
 
 // ecdf returns the empirical CDF of vals (which it sorts) as points

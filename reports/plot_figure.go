@@ -159,7 +159,11 @@ type figure struct {
 	note     string // grey, at the bottom left
 	panels   []*plot.Plot
 	stack    bool // panels top to bottom rather than side by side
-	legend   []legendItem
+	// height overrides plotHeight, for a stack of panels too many to
+	// read at the usual height; the width never changes, so every chart
+	// shows at the same scale beside the others.
+	height vg.Length
+	legend []legendItem
 	// legendBelow puts the legend in rows under the panels rather than in
 	// a column to their right.
 	legendBelow bool
@@ -198,13 +202,17 @@ func (f *figure) render() (p Plot, err error) {
 			err = fmt.Errorf("plot %s: %v", f.name, r)
 		}
 	}()
-	img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
+	h := plotHeight
+	if f.height > 0 {
+		h = f.height
+	}
+	img := vgimg.NewWith(vgimg.UseWH(plotWidth, h), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
 	f.draw(draw.New(safeText{img}))
 	var png bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: png: %w", f.name, err)
 	}
-	svg := vgsvg.New(plotWidth, plotHeight)
+	svg := vgsvg.New(plotWidth, h)
 	f.draw(draw.New(safeText{svg}))
 	var sb bytes.Buffer
 	if _, err := svg.WriteTo(&sb); err != nil {
@@ -776,4 +784,65 @@ func overlap(a, b vg.Rectangle) vg.Length {
 // outside is the area of a that lies outside b.
 func outside(a, b vg.Rectangle) vg.Length {
 	return (a.Max.X-a.Min.X)*(a.Max.Y-a.Min.Y) - overlap(a, b)
+}
+
+// unlabelledTicks keeps a ticker's ticks, and so the grid lines they
+// draw, without their labels: for the upper panels of a stack sharing
+// one x axis, where the bottom panel's labels serve all.
+type unlabelledTicks struct{ plot.Ticker }
+
+func (u unlabelledTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := u.Ticker.Ticks(lo, hi)
+	for i := range ts {
+		ts[i].Label = ""
+	}
+	return ts
+}
+
+// xBand shades the panel's full height between two x values (a phase of
+// a row: warmup, drain). It leaves the axis ranges to the data.
+type xBand struct {
+	x0, x1 float64
+	color  color.Color
+}
+
+func (b *xBand) Plot(c draw.Canvas, p *plot.Plot) {
+	lo, hi := math.Max(b.x0, p.X.Min), math.Min(b.x1, p.X.Max)
+	if !(hi > lo) {
+		return
+	}
+	trX, _ := p.Transforms(&c)
+	r := vg.Rectangle{Min: vg.Point{X: trX(lo), Y: c.Min.Y}, Max: vg.Point{X: trX(hi), Y: c.Max.Y}}
+	c.SetColor(b.color)
+	c.Fill(r.Path())
+}
+
+// swatch is a legend thumbnail: a filled box of a band's colour.
+type swatch struct{ color color.Color }
+
+func (s swatch) Thumbnail(c *draw.Canvas) {
+	r := vg.Rectangle{Min: vg.Point{X: c.Min.X + 2, Y: c.Min.Y + 1}, Max: vg.Point{X: c.Max.X - 2, Y: c.Max.Y - 1}}
+	c.SetColor(s.color)
+	c.Fill(r.Path())
+}
+
+// vline is a vertical reference line at x across the panel (an edge of
+// the measured window). It leaves the axis ranges to the data.
+type vline struct {
+	x     float64
+	style draw.LineStyle
+}
+
+func (v *vline) Plot(c draw.Canvas, p *plot.Plot) {
+	if v.x < p.X.Min || v.x > p.X.Max {
+		return
+	}
+	trX, _ := p.Transforms(&c)
+	x := trX(v.x)
+	c.StrokeLine2(v.style, x, c.Min.Y, x, c.Max.Y)
+}
+
+func (v *vline) Thumbnail(c *draw.Canvas) {
+	x := c.Center().X
+	c.StrokeLine2(v.style, x, c.Min.Y, x, c.Max.Y)
 }

@@ -32,11 +32,21 @@ type Plot struct {
 //
 //   - latency-throughput-BASE: per sweep, TTFT and TPOT (p95, p50) against
 //     output throughput, with the SLO, the knee and the operating point;
+//   - server-load-BASE: per sweep, after its latency-throughput chart, the
+//     server's KV-cache usage (mean, max) and requests waiting (mean,
+//     max) and running (mean) against the swept concurrency or rate, one
+//     point per row with server telemetry (needs two);
 //   - pareto: output tokens/s per GPU against tokens/s per user, one
 //     point per row, with the Pareto frontier (needs two rows);
 //   - cdf-ttft, cdf-tpot: each row's distribution, from its records;
 //   - timeslices-ROW: per row, TTFT and output throughput over its
-//     measured window (needs three timeslices);
+//     measured window (needs three timeslices); for a row with telemetry,
+//     on the row's clock and above the server's requests running and
+//     waiting (with the client's in flight, from the records), KV-cache
+//     usage and GPU utilization (%), and GPU power, each panel only for
+//     the figures scraped, the warmup, drain and prime shaded and the
+//     measured window marked, taller by a panel's height for each panel
+//     past two;
 //   - ttft-vs-input: each request's TTFT against its input length, from
 //     the records (needs two distinct input lengths);
 //   - tpot-predicted-vs-measured: with predictions, measured TPOT p50
@@ -50,37 +60,10 @@ type Plot struct {
 // order, samples are thinned deterministically, and neither format
 // carries a timestamp.
 func RenderPlots(in *Input) ([]Plot, error) {
-	var figs []*figure
-	add := func(f *figure) {
-		if f != nil {
-			figs = append(figs, f)
-		}
-	}
-	if in.Analysis != nil {
-		for i := range in.Analysis.Sweeps {
-			add(latencyThroughputFigure(in, &in.Analysis.Sweeps[i]))
-		}
-	}
-	add(paretoFigure(in))
-	recs, err := readRowRecords(in, plotRowIDs(in))
+	figs, err := plotFigures(in)
 	if err != nil {
 		return nil, err
 	}
-	sem := ""
-	if in.Summary != nil && in.Summary.Semantics != "" && in.Summary.Semantics != metrics.SemInfermatrix {
-		sem = in.Summary.Semantics
-	}
-	add(cdfFigure("cdf-ttft", "TTFT distribution by row", "TTFT (ms, log scale)", "TTFT (ms)", sem, recs,
-		func(r *rowRecords) rowCDF { return r.ttft }))
-	add(cdfFigure("cdf-tpot", "TPOT distribution by row", "TPOT (ms, log scale)", "TPOT (ms)", sem, recs,
-		func(r *rowRecords) rowCDF { return r.tpot }))
-	for _, f := range timesliceFigures(in) {
-		add(f)
-	}
-	add(ttftInputFigure(recs, sem))
-	add(predictionFigure(in))
-
-	uniqueNames(figs)
 	// Figures are independent: render them on every core, each into its
 	// own slot, so the result keeps the order above.
 	out := make([]Plot, len(figs))
@@ -101,6 +84,44 @@ func RenderPlots(in *Input) ([]Plot, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// plotFigures lays out the charts RenderPlots draws, in its order, with
+// their final names.
+func plotFigures(in *Input) ([]*figure, error) {
+	var figs []*figure
+	add := func(f *figure) {
+		if f != nil {
+			figs = append(figs, f)
+		}
+	}
+	if in.Analysis != nil {
+		for i := range in.Analysis.Sweeps {
+			add(latencyThroughputFigure(in, &in.Analysis.Sweeps[i]))
+			add(serverLoadFigure(in, &in.Analysis.Sweeps[i]))
+		}
+	}
+	add(paretoFigure(in))
+	recs, err := readRowRecords(in, plotRowIDs(in))
+	if err != nil {
+		return nil, err
+	}
+	sem := ""
+	if in.Summary != nil && in.Summary.Semantics != "" && in.Summary.Semantics != metrics.SemInfermatrix {
+		sem = in.Summary.Semantics
+	}
+	add(cdfFigure("cdf-ttft", "TTFT distribution by row", "TTFT (ms, log scale)", "TTFT (ms)", sem, recs,
+		func(r *rowRecords) rowCDF { return r.ttft }))
+	add(cdfFigure("cdf-tpot", "TPOT distribution by row", "TPOT (ms, log scale)", "TPOT (ms)", sem, recs,
+		func(r *rowRecords) rowCDF { return r.tpot }))
+	for _, f := range timesliceFigures(in, recs) {
+		add(f)
+	}
+	add(ttftInputFigure(recs, sem))
+	add(predictionFigure(in))
+
+	uniqueNames(figs)
+	return figs, nil
 }
 
 // uniqueNames numbers figures whose names clash, "-2", "-3" and so on,
@@ -522,30 +543,72 @@ func cdfFigure(name, title, logLabel, linLabel, sem string, recs []*rowRecords, 
 // fewer, and the first and last, cut to the window, are all there is.
 const minTimeslices = 3
 
-// timesliceFigures draw each row that has timeslices over its measured
-// window: TTFT p95 and p50 above, output throughput below. A chart per
-// row rather than one for all: rows of a sweep last from seconds to
-// hours, and on one time axis the short ones are lost.
-func timesliceFigures(in *Input) []*figure {
+// timesliceFigures draw each row over time: TTFT p95 and p50 over its
+// measured window above, output throughput below, and under them the
+// server's and the GPUs' gauges at each scrape when the row has
+// telemetry. A chart per row rather than one for all: rows of a sweep
+// last from seconds to hours, and on one time axis the short ones are
+// lost.
+func timesliceFigures(in *Input, recs []*rowRecords) []*figure {
 	var slo float64
 	if in.Plan != nil {
 		slo = in.Plan.SLO.TTFTms
 	}
+	byID := map[string]*rowRecords{}
+	for _, r := range recs {
+		byID[r.id] = r
+	}
 	var figs []*figure
 	for _, rs := range measuredRows(in.Summary) {
-		if f := timesliceFigure(rs, slo); f != nil {
+		if f := timesliceFigure(rs, slo, byID[rs.ID]); f != nil {
 			figs = append(figs, f)
 		}
 	}
 	return figs
 }
 
-func timesliceFigure(rs *metrics.RowSummary, slo float64) *figure {
+// timesliceFigure draws one row over time; rec, its records' reduction,
+// may be nil. A row with telemetry gets the telemetry chart, on the
+// row's own clock (see telemetryFigure); one without, its measured
+// window alone.
+func timesliceFigure(rs *metrics.RowSummary, slo float64, rec *rowRecords) *figure {
+	if tel := newRowTelemetry(rs, rec); tel != nil {
+		return telemetryFigure(rs, slo, tel)
+	}
 	sl := rs.Timeslices.Slices
 	if len(sl) < minTimeslices {
 		return nil
 	}
-	t0 := sl[0].StartS
+	panels, legend, _, xmax := slicePanels(rs, slo, sl[0].StartS, nil)
+	if len(panels) == 0 {
+		return nil
+	}
+	panels[len(panels)-1].X.Label.Text = "time since the row's measured window began (s)"
+	for _, p := range panels {
+		p.X.Min, p.X.Max = 0, xmax
+	}
+	return &figure{
+		name:        "timeslices-" + fileSafe(rs.ID),
+		title:       "Over time: " + rs.ID,
+		subtitle:    sliceSubtitle(rs),
+		panels:      panels,
+		stack:       true,
+		legend:      legend,
+		legendBelow: true,
+	}
+}
+
+func sliceSubtitle(rs *metrics.RowSummary) string {
+	return "Slices of " + fmtNum(rs.Timeslices.WidthS) + " s. TTFT of the requests whose first token came in each slice; output tokens by when they arrived."
+}
+
+// slicePanels draw a row's timeslices, TTFT above output throughput,
+// each slice at its middle less t0, and return the panels, their legend
+// and the x range the slices span. decor, when set, is drawn on each
+// panel before the data, to lie under it. Either panel is left out when
+// no slice has its figure.
+func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter) (panels []*plot.Plot, legend []legendItem, xmin, xmax float64) {
+	sl := rs.Timeslices.Slices
 	var tput, p95, p50 plotter.XYs
 	var runs95, runs50 []plotter.XYs // runs of slices with a TTFT
 	flush := func() {
@@ -554,13 +617,14 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64) *figure {
 		}
 		p95, p50 = nil, nil
 	}
-	xmax, top := 0.0, 0.0
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	top := 0.0
 	for _, s := range sl {
 		x := (s.StartS+s.EndS)/2 - t0
-		if !isFinite(x, s.EndS) {
+		if !isFinite(x, s.EndS, s.StartS) {
 			continue
 		}
-		xmax = math.Max(xmax, s.EndS-t0)
+		xmin, xmax = math.Min(xmin, s.StartS-t0), math.Max(xmax, s.EndS-t0)
 		if isFinite(s.OutputTokensPerS) {
 			tput = append(tput, plotter.XY{X: x, Y: s.OutputTokensPerS})
 		}
@@ -574,15 +638,14 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64) *figure {
 	}
 	flush()
 	if len(tput) == 0 && len(runs95) == 0 {
-		return nil
+		return nil, nil, 0, 0
 	}
 	p95Color, p50Color, tputColor := seriesPalette[0], rgb(0x8DB6D9), seriesPalette[4]
 	dots := len(sl) <= 40
 	thin := len(sl) > 200 // dense lines drawn thinner, to stay apart
-	var legend []legendItem
-	var panels []*plot.Plot
 	if len(runs95) > 0 {
 		p := newPanel("", "", "TTFT (ms)")
+		p.Add(decor...)
 		p.Y.Min = 0
 		var sloLine *hline
 		if slo > 0 && slo <= 4*top {
@@ -609,7 +672,8 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64) *figure {
 		panels = append(panels, p)
 	}
 	if len(tput) > 0 {
-		p := newPanel("", "time since the row's measured window began (s)", "output tokens/s")
+		p := newPanel("", "", "output tokens/s")
+		p.Add(decor...)
 		p.Y.Min = 0
 		l, s := seriesLine(tput, tputColor, draw.CircleGlyph{}, false)
 		if thin {
@@ -621,21 +685,8 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64) *figure {
 		}
 		legend = append(legend, legendItem{"output tokens/s", []plot.Thumbnailer{l}})
 		panels = append(panels, p)
-	} else {
-		panels[0].X.Label.Text = "time since the row's measured window began (s)"
 	}
-	for _, p := range panels {
-		p.X.Min, p.X.Max = 0, xmax
-	}
-	return &figure{
-		name:        "timeslices-" + fileSafe(rs.ID),
-		title:       "Over time: " + rs.ID,
-		subtitle:    "Slices of " + fmtNum(rs.Timeslices.WidthS) + " s. TTFT of the requests whose first token came in each slice; output tokens by when they arrived.",
-		panels:      panels,
-		stack:       true,
-		legend:      legend,
-		legendBelow: true,
-	}
+	return panels, legend, xmin, xmax
 }
 
 // ttftInputFigure scatters each request's TTFT against its input length,
