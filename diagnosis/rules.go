@@ -229,7 +229,7 @@ func prefill(f *rowFacts) (Finding, bool) {
 		ev = append(ev, fmt.Sprintf("`server.num_requests_waiting` mean %s: nothing queued", level(s.NumRequestsWaiting.Mean)))
 	}
 	fd := Finding{Rule: rulePrefill, Regime: RegimePrefill, Severity: SeverityInfo, Evidence: ev,
-		Symptom: fmt.Sprintf("TTFT (p50 %s, p95 %s) is the prompt's computation", ms(ttft.P50), ms(ttft.P95))}
+		Symptom: fmt.Sprintf("TTFT (p50 %s, p95 %s) is set by prefill, the prompt's computation", ms(ttft.P50), ms(ttft.P95))}
 	if overSLO {
 		fd.Symptom += fmt.Sprintf(", over the SLO of %s", ms(f.slo.TTFTms))
 	}
@@ -414,6 +414,9 @@ func batchStep(a, b Row) ([]string, bool) {
 	rise, gain, step := tb.P50/ta.P50-1, xb/xa-1, cb/ca-1
 	if rise < tpotRise || gain >= flatGain*step || run.NumRequestsRunning.Mean < batchedShare*cb {
 		return nil, false
+	}
+	if w := run.NumRequestsWaiting; w != nil && w.Mean >= waitingMean {
+		return nil, false // queued as well: the queueing rule speaks
 	}
 	return []string{
 		fmt.Sprintf("from `%s` to `%s` (concurrency %s → %s): TPOT p50 %s → %s (+%s)", a.Plan.ID, b.Plan.ID, count(ca), count(cb), ms(ta.P50), ms(tb.P50), pct(rise)),

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/diagnosis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 )
@@ -20,6 +21,10 @@ type Analysis struct {
 	// Sweeps holds one entry per swept row (a row with a sweep), in plan
 	// order.
 	Sweeps []SweepAnalysis `json:"sweeps,omitempty"`
+	// Diagnosis reads each row's client figures, telemetry and
+	// prediction (package diagnosis, docs/diagnosis.md); every record
+	// shows it.
+	Diagnosis *diagnosis.Diagnosis `json:"diagnosis"`
 }
 
 // RowPrediction is the bandwidth math for one row, and how the
@@ -89,10 +94,12 @@ func rowSummary(s *metrics.Summary, id string) *metrics.RowSummary {
 	return nil
 }
 
-// Analyze derives the run's analysis: predictions and sweep operating
-// points.
+// Analyze derives the run's analysis: predictions, sweep operating points
+// and the diagnosis, which reads the predictions.
 func Analyze(in *Input) *Analysis {
-	return &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in)}
+	a := &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in)}
+	a.Diagnosis = diagnose(in, in.Decision, a.Predictions)
+	return a
 }
 
 // Knee thresholds: a step up in load whose throughput gain is less than

@@ -111,6 +111,8 @@ type htmlView struct {
 	HasSLO      bool
 	Results     []htmlResult
 	Predictions []htmlPrediction
+	Telemetry   *htmlTelemetry
+	Diagnosis   *htmlDiagnosis
 	Rules       []htmlRule
 	RuleResults []htmlRuleResult
 	Rejected    []htmlRejected
@@ -332,6 +334,8 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		}
 	}
 	v.SelfCheck = htmlSelfCheckOf(sum)
+	v.Telemetry = htmlTelemetryOf(sum)
+	v.Diagnosis = htmlDiagnosisOf(diagnosisOf(in, d))
 	for _, pl := range plots {
 		var src string
 		switch {
@@ -574,6 +578,9 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <a href="#server-and-run">Server and run</a>
 <a href="#workload-matrix">Workload matrix</a>
 <a href="#results">Results</a>
+{{- if .Telemetry}}
+<a href="#server-and-gpu">Server and GPU</a>
+{{- end}}
 {{- if .Predictions}}
 <a href="#predictions">Prediction against measurement</a>
 {{- end}}
@@ -583,6 +590,7 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 {{- if .Rejected}}
 <a href="#rejected-rows">Rejected rows</a>
 {{- end}}
+<a href="#diagnosis">Diagnosis</a>
 {{- if .SelfCheck}}
 <a href="#client-self-check">Client self-check</a>
 {{- end}}
@@ -759,6 +767,32 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </table></div>
 </section>
 {{end}}
+{{with .Telemetry}}
+<section id="server-and-gpu">
+<h2>Server and GPU</h2>
+<p>{{.Intro}}</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th>Scrapes</th><th class="num">KV cache use</th><th class="num">Running</th><th class="num">Waiting</th><th class="num">Prefix-cache hits</th><th class="num">Preemptions</th><th class="num">Server TTFT</th><th class="num">TTFT gap</th><th class="num">Server TPOT</th><th class="num">TPOT gap</th><th class="num">GPU utilization</th><th class="num">GPU power (W)</th><th class="num">GPU memory (GB)</th><th>Token counters</th></tr></thead>
+<tbody>
+{{- range .Lines}}
+{{- if .None}}
+<tr><td class="id"><code>{{.Row}}</code></td><td colspan="14"><span class="badge none">no telemetry</span></td></tr>
+{{- else}}
+<tr><td class="id"><code>{{.Row}}</code></td><td>{{.Scrapes}}</td><td class="num">{{.KV}}</td><td class="num">{{.Running}}</td><td class="num">{{.Waiting}}</td><td class="num">{{.PrefixHits}}</td><td class="num">{{if .PreemptedBad}}<span class="bad">{{.Preemptions}}</span>{{else}}{{.Preemptions}}{{end}}</td><td class="num">{{.ServerTTFT}}</td><td class="num">{{.TTFTGap}}</td><td class="num">{{.ServerTPOT}}</td><td class="num">{{.TPOTGap}}</td><td class="num">{{.GPUUtil}}</td><td class="num">{{.Power}}</td><td class="num">{{.Memory}}</td><td>{{if .TokensBad}}<span class="badge fail">{{.Tokens}}</span>{{else}}{{.Tokens}}{{end}}</td></tr>
+{{- end}}
+{{- end}}
+</tbody>
+</table></div>
+{{if .Notes}}
+<p>Telemetry notes:</p>
+<ul>
+{{- range .Notes}}
+<li><code>{{.Row}}</code>: {{.Text}}.</li>
+{{- end}}
+</ul>
+{{end}}
+</section>
+{{end}}
 {{if .Predictions}}
 <section id="predictions">
 <h2>Prediction against measurement</h2>
@@ -801,6 +835,24 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <li><code>{{.Row}}</code>{{if .PastCapacity}} (past the operating point: it does not fail the run){{end}}: {{range $i, $c := .Why}}{{if $i}}; {{end}}{{template "segs" $c}}{{end}}</li>
 {{- end}}
 </ul>
+</section>
+{{end}}
+{{with .Diagnosis}}
+<section id="diagnosis">
+<h2>Diagnosis</h2>
+<p>{{.Intro}}</p>
+{{if .Findings}}
+<ul class="findings">
+{{- range .Findings}}
+<li><strong><code>{{.Row}}</code>: {{.Regime}}</strong> <span class="badge {{.Severity.Class}}">{{.Severity.Text}}</span> {{template "segs" .Symptom}}
+<ul>
+<li>Evidence: {{range $i, $e := .Evidence}}{{if $i}}; {{end}}{{template "segs" $e}}{{end}}.</li>
+<li>Next: {{template "segs" .Next}}</li>
+</ul></li>
+{{- end}}
+</ul>
+{{end}}
+{{range .Scope}}<p>{{template "segs" .}}</p>{{end}}
 </section>
 {{end}}
 {{with .SelfCheck}}

@@ -159,6 +159,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.errorExamples(sum)
 	m.trials(sum)
 	m.baseline(d.Baseline)
+	m.telemetry(sum)
 
 	if in.Analysis != nil {
 		m.predictions(in.Plan, in.Analysis.Predictions)
@@ -216,6 +217,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("\n")
 	}
 
+	m.diagnosis(diagnosisOf(in, d))
 	m.selfCheck(sum)
 
 	m.plots(in.plots)

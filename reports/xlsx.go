@@ -35,8 +35,10 @@ const (
 	xlsxSheetSummary     = "Summary"
 	xlsxSheetAcceptance  = "Acceptance"
 	xlsxSheetPredictions = "Predictions"
-	xlsxSheetCharts      = "Charts"
-	xlsxSheetMetadata    = "Metadata"
+	// xlsxSheetTelemetry and xlsxSheetDiagnosis follow Predictions
+	// (xlsx_telemetry.go).
+	xlsxSheetCharts   = "Charts"
+	xlsxSheetMetadata = "Metadata"
 )
 
 // xlsxMaxRows is the most rows a worksheet may hold, header included:
@@ -49,7 +51,8 @@ const xlsxMaxSheetName = excelize.MaxSheetNameLength
 
 // WriteXLSX writes results.xlsx: the Summary (one line per row, coloured by
 // verdict), Acceptance (one line per row and rule, with the failing clauses
-// and their measured values), Predictions, a Charts sheet with a native
+// and their measured values), Predictions, Telemetry (the server's and
+// GPUs' figures per row), Diagnosis (one line per finding), a Charts sheet with a native
 // latency–throughput chart per sweep, Metadata (what was run on what, and
 // which request sheet holds which row), and one sheet of raw requests per
 // row, split across sheets beyond Excel's row limit.
@@ -73,7 +76,7 @@ func WriteXLSX(w io.Writer, in *Input) error {
 	x := &xlsxWriter{in: in, d: d, f: excelize.NewFile(), styles: map[xlsxStyleKey]int{}, used: map[string]bool{}}
 	defer x.f.Close()
 	x.f.SetZipWriter(func(w io.Writer) excelize.ZipWriter { return newXLSXSortedZip(w) })
-	steps := []func() error{x.sheets, x.summary, x.acceptance, x.predictions, x.charts, x.records, x.metadata, x.properties}
+	steps := []func() error{x.sheets, x.summary, x.acceptance, x.predictions, x.telemetry, x.diagnosisSheet, x.charts, x.records, x.metadata, x.properties}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return fmt.Errorf("write xlsx: %w", err)
@@ -116,7 +119,7 @@ func (x *xlsxWriter) sheets() error {
 		return err
 	}
 	x.used[strings.ToLower(xlsxSheetSummary)] = true
-	for _, name := range []string{xlsxSheetAcceptance, xlsxSheetPredictions, xlsxSheetCharts, xlsxSheetMetadata} {
+	for _, name := range []string{xlsxSheetAcceptance, xlsxSheetPredictions, xlsxSheetTelemetry, xlsxSheetDiagnosis, xlsxSheetCharts, xlsxSheetMetadata} {
 		if _, err := x.f.NewSheet(name); err != nil {
 			return err
 		}

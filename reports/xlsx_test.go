@@ -195,7 +195,7 @@ func zipParts(t *testing.T, data []byte) map[string]string {
 
 func TestXLSXSheets(t *testing.T) {
 	f := openXLSX(t, renderXLSX(t, xlsxInput(t)))
-	want := []string{"Summary", "Acceptance", "Predictions", "Charts", "Metadata", "r-chat", "r-sat_c=1", "r-sat_c=4", "r-sat_c=8"}
+	want := []string{"Summary", "Acceptance", "Predictions", "Telemetry", "Diagnosis", "Charts", "Metadata", "r-chat", "r-sat_c=1", "r-sat_c=4", "r-sat_c=8"}
 	if got := f.GetSheetList(); !slices.Equal(got, want) {
 		t.Errorf("sheets = %q; want %q", got, want)
 	}
@@ -446,7 +446,7 @@ func TestXLSXRecordsSplit(t *testing.T) {
 	defer func(n int) { xlsxMaxRows = n }(xlsxMaxRows)
 	xlsxMaxRows = 3 // a header and two requests
 	f := openXLSX(t, renderXLSX(t, xlsxInput(t)))
-	want := []string{"Summary", "Acceptance", "Predictions", "Charts", "Metadata",
+	want := []string{"Summary", "Acceptance", "Predictions", "Telemetry", "Diagnosis", "Charts", "Metadata",
 		"r-chat", "r-chat (2)", "r-chat (3)", "r-sat_c=1", "r-sat_c=4", "r-sat_c=8", "r-sat_c=8 (2)"}
 	if got := f.GetSheetList(); !slices.Equal(got, want) {
 		t.Fatalf("sheets = %q; want %q", got, want)
@@ -563,8 +563,8 @@ func TestXLSXWithoutRecords(t *testing.T) {
 	in.Records = nil
 	in.Decision = nil
 	f := openXLSX(t, renderXLSX(t, in))
-	if got := f.GetSheetList(); len(got) != 5 {
-		t.Errorf("sheets = %q; want only the five fixed ones", got)
+	if got := f.GetSheetList(); len(got) != 7 {
+		t.Errorf("sheets = %q; want only the seven fixed ones", got)
 	}
 	if got := cellValue(t, f, "Summary", "B5"); got != "fail" {
 		t.Errorf("Summary!B5 = %q; want fail (judged when no decision is given)", got)
