@@ -139,8 +139,10 @@ func queueing(f *rowFacts) (Finding, bool) {
 		g := s.NumRequestsWaiting
 		ev = append(ev, fmt.Sprintf("`server.num_requests_waiting` mean %s, max %s", level(g.Mean), level(g.Max)))
 	}
+	// The p95 is interpolated within buckets; the exact mean must show a
+	// queue too.
 	if s != nil && s.QueueTime != nil && s.QueueTime.Count > 0 && ttft.Count > 0 &&
-		s.QueueTime.P95 >= math.Max(queueFloorMS, queueShare*ttft.P95) {
+		s.QueueTime.P95 >= math.Max(queueFloorMS, queueShare*ttft.P95) && s.QueueTime.Mean >= queueFloorMS {
 		ev = append(ev, fmt.Sprintf("`server.queue_time` p95 %s, %s of the client's TTFT p95 of %s", ms(s.QueueTime.P95), pct(s.QueueTime.P95/ttft.P95), ms(ttft.P95)))
 	}
 	if q := f.rs.Metrics.Queue; q.Count > 0 && q.P50 > 0 {
@@ -505,14 +507,21 @@ func outsideEngine(f *rowFacts) (Finding, bool) {
 	if s == nil {
 		return Finding{}, false
 	}
-	var ev, what []string
-	if g, c := s.TTFTGap, f.rs.Metrics.TTFT; g != nil && c.Count > 0 && g.P50 > math.Max(ttftGapFloorMS, gapShare*c.P50) {
-		what = append(what, "TTFT")
-		ev = append(ev, fmt.Sprintf("`server.ttft_gap` p50 %s, p95 %s: the client's TTFT p50 %s against the server's %s", ms(g.P50), ms(g.P95), ms(c.P50), serverP50(s.TTFT)))
+	// The server's quantiles are interpolated within its histogram's
+	// buckets, which can be 150 ms wide where TTFT lies; its mean is
+	// exact (sum ÷ count). A gap must show in both to be the network's
+	// rather than the buckets'.
+	wide := func(g *metrics.Gap, c metrics.Dist, floor float64) bool {
+		return g != nil && c.Count > 0 && g.P50 > math.Max(floor, gapShare*c.P50) && g.Mean > math.Max(floor, gapShare*c.Mean)
 	}
-	if g, c := s.TPOTGap, f.rs.Metrics.TPOT; g != nil && c.Count > 0 && g.P50 > math.Max(tpotGapFloorMS, gapShare*c.P50) {
+	var ev, what []string
+	if g, c := s.TTFTGap, f.rs.Metrics.TTFT; wide(g, c, ttftGapFloorMS) {
+		what = append(what, "TTFT")
+		ev = append(ev, fmt.Sprintf("`server.ttft_gap` mean %s, p50 %s: the client's TTFT mean %s, p50 %s against the server's %s", ms(g.Mean), ms(g.P50), ms(c.Mean), ms(c.P50), serverFigures(s.TTFT)))
+	}
+	if g, c := s.TPOTGap, f.rs.Metrics.TPOT; wide(g, c, tpotGapFloorMS) {
 		what = append(what, "TPOT")
-		ev = append(ev, fmt.Sprintf("`server.tpot_gap` p50 %s, p95 %s: the client's TPOT p50 %s against the server's %s", ms(g.P50), ms(g.P95), ms(c.P50), serverP50(s.TPOT)))
+		ev = append(ev, fmt.Sprintf("`server.tpot_gap` mean %s, p50 %s: the client's TPOT mean %s, p50 %s against the server's %s", ms(g.Mean), ms(g.P50), ms(c.Mean), ms(c.P50), serverFigures(s.TPOT)))
 	}
 	if len(ev) == 0 {
 		return Finding{}, false
@@ -525,11 +534,11 @@ func outsideEngine(f *rowFacts) (Finding, bool) {
 		Next:    "Find the time between engine and client: the network, a proxy or load balancer, the API server's tokenization and detokenization, or the client itself (see the client self-check). Measure from a client next to the server to split them."}, true
 }
 
-func serverP50(d *metrics.ServerDist) string {
+func serverFigures(d *metrics.ServerDist) string {
 	if d == nil {
 		return "(not published)"
 	}
-	return ms(d.P50)
+	return ms(d.Mean) + ", " + ms(d.P50)
 }
 
 // counters: the server's token counters disagree with the records.
