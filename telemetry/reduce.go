@@ -381,11 +381,18 @@ func counterIncrease(td *targetData, q quantity, in ReduceInput, whole bool, n *
 
 func windowNote(n *notes, display string, late, early time.Duration) {
 	if late > 0 {
-		n.add("%s: no scrape at or before the window's start: counters and histograms miss its first %s", display, late.Round(time.Millisecond))
+		n.add("%s: no scrape at or before the window's start: counters and histograms miss its first %s", display, roundDuration(late))
 	}
 	if early > 0 {
-		n.add("%s: no scrape at or after the window's end: counters and histograms miss its last %s", display, early.Round(time.Millisecond))
+		n.add("%s: no scrape at or after the window's end: counters and histograms miss its last %s", display, roundDuration(early))
 	}
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // expected lists the server targets a sum of q over replicas needs: those

@@ -181,7 +181,15 @@ func TestScraperRounds(t *testing.T) {
 	// The samples reduce: the failing endpoints are notes, not errors.
 	// Two of the three server endpoints never answered, so no figure
 	// summed over them is given; the good one alone is read in full.
-	in := ReduceInput{WindowStartNS: all[0].TNS, WindowEndNS: all[len(all)-1].TNS}
+	// The window: from the first round to the last, whose samples of the
+	// targets, taken at once, start in any order.
+	in := ReduceInput{WindowStartNS: all[0].TNS, WindowEndNS: all[len(all)-len(targets)].TNS}
+	for _, smp := range all[len(all)-len(targets):] {
+		in.WindowEndNS = min(in.WindowEndNS, smp.TNS)
+	}
+	for _, smp := range all[:len(targets)] {
+		in.WindowStartNS = max(in.WindowStartNS, smp.TNS)
+	}
 	st, gpu, _ := Reduce(all, in)
 	if st == nil || st.Mapping != "vllm" || st.NumRequestsRunning != nil || st.Failed != 2*rounds ||
 		!hasNote(st.Notes, "broken: every scrape failed") {
