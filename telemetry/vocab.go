@@ -69,10 +69,10 @@ type source struct {
 	sum bool
 }
 
-// Mapping is one engine's vocabulary: for each quantity, where the engine
+// engine is one engine's vocabulary: for each quantity, where the engine
 // publishes it, newest name first (an engine that renamed a metric is read
 // under either name), and what differs in its meaning.
-type Mapping struct {
+type engine struct {
 	Name string
 	// prefixes recognise the engine from its exposition: any family whose
 	// name starts with one of them.
@@ -123,7 +123,7 @@ var vllmSources = [numQuantities][]source{
 // vLLM's names and adds its own infermatrix_sim: families, so it is told
 // apart first; NIM's unprefixed names come last, so that an engine that
 // also publishes a bare num_requests_running is still read as itself.
-var mappings = []*Mapping{
+var mappings = []*engine{
 	{
 		Name:     "infermatrix-sim",
 		prefixes: []string{"infermatrix_sim:"},
@@ -259,8 +259,8 @@ var mappings = []*Mapping{
 	},
 }
 
-// mappingByName returns the mapping named so, or nil.
-func mappingByName(name string) *Mapping {
+// mappingByName returns the engine named so, or nil.
+func mappingByName(name string) *engine {
 	for _, m := range mappings {
 		if m.Name == name {
 			return m
@@ -269,9 +269,9 @@ func mappingByName(name string) *Mapping {
 	return nil
 }
 
-// recognise names the mapping an exposition's family names are read with,
-// or "" when none fits.
-func recognise(names []string) *Mapping {
+// recognise returns the engine whose names an exposition's families are
+// read with, or nil when none fits.
+func recognise(names []string) *engine {
 	for _, m := range mappings {
 		for _, n := range names {
 			for _, p := range m.prefixes {
@@ -287,9 +287,9 @@ func recognise(names []string) *Mapping {
 	return nil
 }
 
-// families lists every family the mapping reads, so a scrape keeps only
-// those.
-func (m *Mapping) families() map[string]bool {
+// families lists every family the engine's mapping reads, so a scrape
+// keeps only those.
+func (m *engine) families() map[string]bool {
 	out := map[string]bool{}
 	for _, ss := range m.sources {
 		for _, s := range ss {
