@@ -708,6 +708,14 @@ func (a *Aggregator) meetsSLO(r *Record, v measured) bool {
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
+// Window returns the row's measured window so far, in ns from the row's
+// start: from the first measured dispatch to the last measured end, the
+// window WindowS measures; ok is false before a measured request has ended.
+// Telemetry is reduced over the same window.
+func (a *Aggregator) Window() (start, end int64, ok bool) {
+	return a.first, a.last, a.anyMeas
+}
+
 // Summary returns the row's summary. The aggregator must not be used after.
 func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	x := a.opts.Percentiles

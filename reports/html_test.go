@@ -166,7 +166,7 @@ func TestHTMLSelfContained(t *testing.T) {
 		"<tr><th scope=\"row\">Experiment sha256</th><td><code>" + in.Manifest.Experiment.SHA256 + "</code></td></tr>",
 		"<tr><th scope=\"row\">Driver</th><td>580.95</td><td>—</td><td></td></tr>",
 		"<tr><th scope=\"row\">Engine flags</th><td>max-num-seqs=64</td><td>—</td><td></td></tr>",
-		"<tr><th scope=\"row\">GPU</th><td>1 × H100-SXM</td><td>not discoverable through the API</td><td></td></tr>",
+		"<tr><th scope=\"row\">GPU</th><td>1 × H100-SXM</td><td>not discovered: no DCGM exporter was scraped (telemetry.gpu)</td><td></td></tr>",
 		"<tr><th scope=\"row\">Tool</th><td>infermatrix v0.9.0 (0123456789ab), go1.26.8</td></tr>",
 		`<td class="num">42.1 / 42.5 / 42.5</td>`,
 		"<pre><code>infermatrix run experiments/golden.yaml</code></pre>",

@@ -14,6 +14,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/telemetry"
 )
 
 // A run killed outright (SIGKILL, a second Ctrl-C, a full disk) leaves its
@@ -173,7 +174,7 @@ func rebuildSummary(dir *rundir.Dir, man *rundir.Manifest, plan *schema.Plan, wh
 			return nil, nil, err
 		}
 		if row.Repeat > 1 && dir.Trials(row.ID) > 0 {
-			re, tnotes, again, err := rebuildTrials(dir, row, rowOptions(plan, row, api, sum), status, plan.Confidence)
+			re, tnotes, again, err := rebuildTrials(dir, row, rowOptions(plan, row, api, sum), status, plan)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -189,7 +190,7 @@ func rebuildSummary(dir *rundir.Dir, man *rundir.Manifest, plan *schema.Plan, wh
 			notRun = append(notRun, row.ID)
 			continue
 		}
-		re, note, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), status)
+		re, note, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), status, plan.Telemetry.Interval.D())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -247,15 +248,11 @@ func rowOptions(plan *schema.Plan, row *schema.PlannedRow, api string, sum *metr
 	return opts
 }
 
-// summariseRecords summarises a row from its requests.jsonl, as the runner
-// summarises it while the row runs. note reports a torn last line, which
-// is skipped.
-func summariseRecords(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options, status string) (metrics.RowSummary, string, error) {
-	agg := metrics.NewAggregator(opts)
-	torn, err := dir.ScanRecords(row.ID, func(r *metrics.Record) error {
-		agg.Add(r)
-		return nil
-	})
+// summariseRecords summarises a row from its requests.jsonl and its
+// telemetry.jsonl, as the runner summarises it while the row runs. note
+// reports a torn last line, which is skipped.
+func summariseRecords(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options, status string, interval time.Duration) (metrics.RowSummary, string, error) {
+	s, torn, err := summariseFiles(dir, row.ID, row.ID, row.Base, opts, status, interval)
 	if err != nil {
 		return metrics.RowSummary{}, "", err
 	}
@@ -264,5 +261,40 @@ func summariseRecords(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Opti
 		note = fmt.Sprintf("%s: line %d is torn (a partial write when the run was killed); skipped",
 			filepath.ToSlash(rundir.RowFile(row.ID, rundir.RecordsFile)), torn)
 	}
-	return agg.Summary(row.ID, row.Base, status), note, nil
+	return s, note, nil
+}
+
+// summariseFiles summarises a row, or a trial of one (files is its folder
+// under rows/), from what the run left on disk: every record, and the
+// telemetry samples reduced over the same measured window with the same
+// token totals as the live run reduced them. A row without telemetry.jsonl
+// (telemetry off, or a run from before it existed) has no server or GPU
+// figures; a torn last sample is skipped, as a torn record is.
+func summariseFiles(dir *rundir.Dir, files, id, base string, opts metrics.Options, status string, interval time.Duration) (metrics.RowSummary, int, error) {
+	agg := metrics.NewAggregator(opts)
+	var totals telemetry.RecordTotals
+	torn, err := dir.ScanRecords(files, func(r *metrics.Record) error {
+		agg.Add(r)
+		totals.Add(r)
+		return nil
+	})
+	if err != nil {
+		return metrics.RowSummary{}, 0, err
+	}
+	in := telemetry.ReduceInput{WindowStartNS: 0, WindowEndNS: -1, Records: &totals, Interval: interval}
+	if a, b, ok := agg.Window(); ok {
+		in.WindowStartNS, in.WindowEndNS = a, b
+	}
+	s := agg.Summary(id, base, status)
+	f, err := os.Open(filepath.Join(dir.Path, rundir.RowFile(files, rundir.TelemetryFile)))
+	if err != nil {
+		return s, torn, nil
+	}
+	defer f.Close()
+	samples, _ := telemetry.ReadSamples(f) // up to a torn line, if any
+	if len(samples) > 0 {
+		in.Client = &s.Metrics
+		s.Server, s.GPU, s.Telemetry = telemetry.Reduce(samples, in)
+	}
+	return s, torn, nil
 }

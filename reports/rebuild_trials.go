@@ -9,6 +9,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/telemetry"
 )
 
 // rebuildTrials puts a repeated row's summary together when the run did
@@ -18,7 +19,7 @@ import (
 // row with fewer trials on disk than it asked for is interrupted. notes
 // report torn record lines; fromRecords says whether any trial was
 // summarised again from its records.
-func rebuildTrials(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options, status string, level float64) (rs metrics.RowSummary, notes []string, fromRecords bool, err error) {
+func rebuildTrials(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options, status string, plan *schema.Plan) (rs metrics.RowSummary, notes []string, fromRecords bool, err error) {
 	n := dir.Trials(row.ID)
 	trials := make([]metrics.RowSummary, 0, n)
 	for k := 1; k <= n; k++ {
@@ -29,8 +30,11 @@ func rebuildTrials(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options
 		} else if !damaged(err) {
 			return rs, nil, false, err
 		}
-		agg := metrics.NewAggregator(opts)
-		torn, err := dir.ScanRecords(part, func(r *metrics.Record) error { agg.Add(r); return nil })
+		st := status
+		if k == n && n < row.Repeat {
+			st = metrics.RowInterrupted
+		}
+		t, torn, err := summariseFiles(dir, part, row.ID, row.Base, opts, st, plan.Telemetry.Interval.D())
 		if err != nil {
 			return rs, nil, false, err
 		}
@@ -38,11 +42,6 @@ func rebuildTrials(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options
 			notes = append(notes, fmt.Sprintf("%s: line %d is torn (a partial write when the run was killed); skipped",
 				filepath.ToSlash(rundir.RowFile(part, rundir.RecordsFile)), torn))
 		}
-		st := status
-		if k == n && n < row.Repeat {
-			st = metrics.RowInterrupted
-		}
-		t := agg.Summary(row.ID, row.Base, st)
 		t.Trial, t.Rebuilt = k, true
 		trials = append(trials, t)
 		fromRecords = true
@@ -53,7 +52,10 @@ func rebuildTrials(dir *rundir.Dir, row *schema.PlannedRow, opts metrics.Options
 	read := func(k int, fn func(*metrics.Record) error) error {
 		return dir.ReadRecords(rundir.TrialRow(row.ID, k), fn)
 	}
-	rs, err = metrics.PoolTrials(row.ID, row.Base, status, opts, trials, read, level)
+	rs, err = metrics.PoolTrials(row.ID, row.Base, status, opts, trials, read, plan.Confidence)
+	if err == nil {
+		telemetry.PoolRow(&rs)
+	}
 	return rs, notes, fromRecords, err
 }
 
@@ -84,11 +86,10 @@ func restoreTrials(dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, o
 	if resummarize {
 		for i := range trials {
 			t := &trials[i]
-			agg := metrics.NewAggregator(opts)
-			if err := dir.ReadRecords(rundir.TrialRow(row.ID, t.Trial), func(r *metrics.Record) error { agg.Add(r); return nil }); err != nil {
+			re, _, err := summariseFiles(dir, rundir.TrialRow(row.ID, t.Trial), t.ID, t.Base, opts, t.Status, plan.Telemetry.Interval.D())
+			if err != nil {
 				return []string{fmt.Sprintf("row %s: judged on summary.json as stored, where p(metric, q) reads only its percentiles: trial %d: %v", rs.ID, t.Trial, err)}
 			}
-			re := agg.Summary(t.ID, t.Base, t.Status)
 			lag := re.SelfCheck.DispatchLag
 			re.SelfCheck, re.SelfCheck.DispatchLag = t.SelfCheck, lag
 			re.Trial, re.Error, re.Rebuilt = t.Trial, t.Error, t.Rebuilt
@@ -107,6 +108,7 @@ func restoreTrials(dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, o
 	if err != nil {
 		return []string{fmt.Sprintf("row %s: judged on summary.json as stored, where p(metric, q) reads only its percentiles: %v", rs.ID, err)}
 	}
+	telemetry.PoolRow(&re)
 	re.Error, re.Rebuilt = rs.Error, rs.Rebuilt
 	if resummarize {
 		*rs = re

@@ -464,7 +464,7 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 			notes = append(notes, restoreTrials(dir, plan, row, rowOptions(plan, row, api, sum), rs, resummarize)...)
 			continue
 		}
-		re, torn, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), rs.Status)
+		re, torn, err := summariseRecords(dir, row, rowOptions(plan, row, api, sum), rs.Status, plan.Telemetry.Interval.D())
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) || rs.Requests.Sent+rs.Requests.Warmup > 0 {
 				notes = append(notes, fmt.Sprintf("row %s: judged on summary.json as stored, where p(metric, q) reads only its percentiles: %v", rs.ID, err))

@@ -54,6 +54,11 @@ type rowRun struct {
 	start     time.Time
 	loadStart time.Time
 
+	// phase, when set, tells the row's telemetry where the row is
+	// (metrics.Phase*), so that each scrape is marked prime, warmup, load
+	// or drain.
+	phase func(string)
+
 	mu           sync.Mutex
 	seq          int64
 	measured     int
@@ -86,6 +91,9 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 			rr.stop(stopRequests)
 			return ticket{}, false
 		}
+		if rr.measured == 0 {
+			rr.setPhase(metrics.PhaseLoad)
+		}
 		if r.Duration > 0 && rr.measured == 0 {
 			// The measured window opens with the first measured request;
 			// a timer closes it, so a row stops on time even while every
@@ -101,6 +109,13 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 	t := ticket{seq: rr.seq, warmup: warm}
 	rr.seq++
 	return t, true
+}
+
+// setPhase tells the row's telemetry where the row is.
+func (rr *rowRun) setPhase(p string) {
+	if rr.phase != nil {
+		rr.phase(p)
+	}
 }
 
 // peek returns the sequence number the next ticket will have, and false
@@ -230,7 +245,9 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 // run executes the row. It returns when every dispatched request has ended
 // and been recorded; interrupted reports whether ctx ended it early.
 func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
-	rr.start = time.Now()
+	if rr.start.IsZero() {
+		rr.start = time.Now()
+	}
 	rr.loadStart = rr.start
 	rr.stopped = make(chan struct{})
 	rr.client.rowStart = rr.start
@@ -249,6 +266,9 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 
 	// Warm prefixes are sent first, one at a time, each waited for, so the
 	// server's prefix cache holds every one before the row's load begins.
+	if rr.primeCount() > 0 {
+		rr.setPhase(metrics.PhasePrime)
+	}
 	for i := 0; i < rr.primeCount() && ctx.Err() == nil; i++ {
 		pass, probe := rr.gate.wait(ctx, rr.stopped)
 		if !pass {
@@ -265,6 +285,9 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	}
 	if rr.primeCount() > 0 {
 		rr.loadStart = time.Now()
+	}
+	if rr.row.Warmup > 0 || rr.row.WarmupDuration > 0 {
+		rr.setPhase(metrics.PhaseWarmup)
 	}
 
 	var wg sync.WaitGroup
@@ -294,6 +317,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		return false, fmt.Errorf("load mode %q is not supported", rr.row.Load.Mode)
 	}
 
+	rr.setPhase(metrics.PhaseDrain)
 	// Dispatching is over. Requests still in flight finish on their own
 	// when the row ran out of requests; after a duration stop or an
 	// interrupt (including one that arrives while they finish) they get

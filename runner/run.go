@@ -156,6 +156,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	defer httpClient.CloseIdleConnections()
 	budget := newResponseBudget(maxBufferedResponses)
 
+	scrape := newScrapePlan(plan.Telemetry, urls, apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
+	defer scrape.close()
+
 	found, err := discover(ctx, httpClient, urls[0], apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
 	if err != nil {
 		return nil, err
@@ -230,7 +233,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
 		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
 	}}
-	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets}
+	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets, scrape: scrape}
 	if opts.Terminal {
 		rs.bar = opts.Log
 	}
@@ -289,6 +292,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		}
 	}
 	res.Summary.Rows = rows
+	if g := discoveredGPUs(rows); len(g) > 0 {
+		man.Server.Discovered.GPUModels = g
+	}
 	if ctx.Err() != nil {
 		// Also when the interrupt fell between two rows: the rows after
 		// it did not run.
@@ -342,6 +348,8 @@ type runState struct {
 	bar     io.Writer // the terminal for progress bars; nil for lines
 	// secrets are scrubbed from each record before it is kept.
 	secrets redact.Secrets
+	// scrape is where each row reads telemetry; nil when it is off.
+	scrape *scrapePlan
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -388,8 +396,10 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 			tc = bi.truth.collect()
 		}
 	}
+	var totals recordTotals
 	record := func(rec *metrics.Record) {
 		scrubRecord(st.secrets, rec)
+		totals.add(rec)
 		mu.Lock()
 		defer mu.Unlock()
 		if werr == nil {
@@ -402,6 +412,15 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 		}
 	}
 	rr := &rowRun{row: row, index: index, trial: trial, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
+	// The row's clock starts here, and its first scrape is taken before
+	// its first request, so the server's counters cover every request.
+	rr.start = time.Now()
+	sc, err := st.scrape.startScrape(ctx, dir, files, rr.start)
+	if err != nil {
+		_ = w.Close()
+		return fail(err)
+	}
+	rr.phase = sc.phase
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.
@@ -428,9 +447,16 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	if interrupted {
 		status = metrics.RowInterrupted
 	}
+	window := [3]int64{}
+	if a, b, ok := agg.Window(); ok {
+		window = [3]int64{a, b, 1}
+	}
 	s := agg.Summary(row.ID, row.Base, status)
 	s.Requests.Unsent = rr.unsent
 	s.Trial = trial
+	var terr error
+	s.Server, s.GPU, s.Telemetry, terr = sc.finish(window, totals.totals(), &s.Metrics, plan.Telemetry.Interval.D())
+	werr = errors.Join(werr, terr)
 	if err := errors.Join(runErr, werr); err != nil {
 		s.Status, s.Error = metrics.RowFailed, err.Error()
 		_ = dir.WriteJSON(rundir.RowFile(files, rundir.SummaryFile), s)

@@ -6,6 +6,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/telemetry"
 )
 
 // rowOptions are the settings a row's records are summarised with.
@@ -46,6 +47,9 @@ func (st *runState) poolRow(row *schema.PlannedRow, trials []metrics.RowSummary)
 	if err != nil {
 		s = metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Trials: trials}
 		errMsg = err.Error()
+	}
+	if err == nil {
+		telemetry.PoolRow(&s)
 	}
 	if errMsg != "" {
 		s.Status, s.Error = metrics.RowFailed, st.secrets.String(errMsg)

@@ -123,6 +123,13 @@ predict:
 		t.Errorf("GPU source %q does not say what was overridden", gotGPU.Source)
 	}
 	gotGPU.Source = ""
+	// The catalogue's power and clock figures (for the simulated GPU's
+	// telemetry) are the H100's still: only the roofline was overridden.
+	if gotGPU.DeviceName != "NVIDIA H100 80GB HBM3" || gotGPU.TDPWatts != 700 {
+		t.Errorf("GPU %+v lost the catalogue's device name or TDP", gotGPU)
+	}
+	wantGPU.DeviceName, wantGPU.TDPWatts, wantGPU.IdleWatts = gotGPU.DeviceName, gotGPU.TDPWatts, gotGPU.IdleWatts
+	wantGPU.MaxSMClockMHz, wantGPU.IdleSMClockMHz, wantGPU.MemClockMHz = gotGPU.MaxSMClockMHz, gotGPU.IdleSMClockMHz, gotGPU.MemClockMHz
 	if gotGPU != wantGPU {
 		t.Errorf("GPU %+v, want %+v", gotGPU, wantGPU)
 	}
