@@ -28,8 +28,8 @@ func diagnosedInput(t *testing.T) *Input {
 				NumRequestsRunning: &metrics.Gauge{Mean: 6.5, Min: 2, Max: 8, Samples: 12},
 				NumRequestsWaiting: &metrics.Gauge{Mean: 2.5, Min: 0, Max: 6, Samples: 12},
 				Preemptions:        f(7), PrefixCacheHitRate: f(0.125), PrefixCacheQueries: f(8000),
-				TTFT:    &metrics.ServerDist{Count: 5, P50: 95, P95: 1900},
-				TTFTGap: &metrics.Gap{P50: 15, P95: 20},
+				TTFT:    &metrics.ServerDist{Count: 5, Mean: 410, P50: 95, P95: 1900},
+				TTFTGap: &metrics.Gap{Mean: 12.5, P50: 15, P95: 20},
 				Tokens: &metrics.CounterCheck{Mismatch: true, Prompt: metrics.CounterDiff{Server: 160, Records: 80, Diff: 1, Compared: true},
 					Notes: []string{"prompt counter differs"}},
 				Notes: []string{hostileNote}}
@@ -55,7 +55,7 @@ func TestTelemetryRendered(t *testing.T) {
 	doc := md.String()
 	for _, want := range []string{
 		"## Server and GPU",
-		"| `sat/c=8` | server 12 (1 failed), GPU 12 | 91% / 99% | 6.5 / 8 | 2.5 / 6 | 12% | **7** | 95 / 1900 | +15.0 | — | — | 75% / 100% (2 GPUs) | 900 / 1300 | 70.5 / 75.2 | **mismatch: prompt +100.0%** |",
+		"| `sat/c=8` | server 12 (1 failed), GPU 12 | 91% / 99% | 6.5 / 8 | 2.5 / 6 | 12% | **7** | 410 / 1900 | +12.5 | — | — | 75% / 100% (2 GPUs) | 900 / 1300 | 70.5 / 75.2 | **mismatch: prompt +100.0%** |",
 		"| `sat/c=1` | no telemetry |",
 		"## Diagnosis",
 		"- **`sat/c=8`: KV-cache capacity** (fail). The server preempted 7 sequences",

@@ -23,9 +23,9 @@ func xlsxTelemetryColumns() []xlsxColumn {
 		{"Waiting mean", 9, xlsxKindRatio}, {"Waiting max", 9, xlsxKindRatio},
 		{"Prefix-cache hit rate", 10, xlsxKindPercent}, {"Prefix-cache queries (tokens)", 12, xlsxKindInt},
 		{"Preemptions", 10, xlsxKindInt}, {"Prompt tokens (server)", 12, xlsxKindInt}, {"Generation tokens (server)", 12, xlsxKindInt},
-		{"Server TTFT p50 (ms)", 10, xlsxKindMS}, {"Server TTFT p95 (ms)", 10, xlsxKindMS}, {"Server TTFT p99 (ms)", 10, xlsxKindMS},
-		{"Server TPOT p50 (ms)", 10, xlsxKindMS}, {"Server TPOT p95 (ms)", 10, xlsxKindMS}, {"Server TPOT p99 (ms)", 10, xlsxKindMS},
-		{"Server queue time p95 (ms)", 10, xlsxKindMS}, {"TTFT gap p50 (ms)", 10, xlsxKindMS}, {"TPOT gap p50 (ms)", 10, xlsxKindMS},
+		{"Server TTFT mean (ms)", 10, xlsxKindMS}, {"Server TTFT p95 (ms)", 10, xlsxKindMS}, {"Server TTFT p99 (ms)", 10, xlsxKindMS},
+		{"Server TPOT mean (ms)", 10, xlsxKindMS}, {"Server TPOT p95 (ms)", 10, xlsxKindMS}, {"Server TPOT p99 (ms)", 10, xlsxKindMS},
+		{"Server queue time p95 (ms)", 10, xlsxKindMS}, {"TTFT gap, means (ms)", 10, xlsxKindMS}, {"TPOT gap, means (ms)", 10, xlsxKindMS},
 		{"Token counters", 24, xlsxKindText},
 		{"GPUs", 6, xlsxKindInt}, {"GPU scrapes", 9, xlsxKindInt}, {"GPU scrapes failed", 9, xlsxKindInt},
 		{"GPU utilization mean", 10, xlsxKindPercent}, {"GPU utilization max", 10, xlsxKindPercent},
@@ -75,10 +75,10 @@ func (x *xlsxWriter) telemetry() error {
 				queue = xlsxNum(q.P95)
 			}
 			if s.TTFTGap != nil {
-				ttftGap = xlsxNum(s.TTFTGap.P50)
+				ttftGap = xlsxNum(s.TTFTGap.Mean)
 			}
 			if s.TPOTGap != nil {
-				tpotGap = xlsxNum(s.TPOTGap.P50)
+				tpotGap = xlsxNum(s.TPOTGap.Mean)
 			}
 			vals = append(vals, queue, ttftGap, tpotGap, tokens)
 		}
@@ -127,7 +127,9 @@ func xlsxServerDist(d *metrics.ServerDist) []any {
 	if d == nil || d.Count == 0 {
 		return []any{nil, nil, nil}
 	}
-	return []any{xlsxNum(d.P50), xlsxNum(d.P95), xlsxNum(d.P99)}
+	// The mean first: it is exact, the quantiles only as fine as the
+	// engine's buckets (serverDistText).
+	return []any{xlsxNum(d.Mean), xlsxNum(d.P95), xlsxNum(d.P99)}
 }
 
 func xlsxPtr(v *float64) any {
