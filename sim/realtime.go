@@ -227,9 +227,9 @@ type engineClock struct {
 }
 
 // deliver is the engine's callback, run by whoever advances the engine
-// (under t.mu). Each delivery refreshes the cached count: a request the
-// engine preempted and admitted again reports its last admission's count,
-// and by its last token's delivery there is no admission to come.
+// (under t.mu). Each delivery refreshes the cached count, which is fixed
+// from the request's first admission (Info.CachedTokens): the first
+// delivery already carries the final one.
 func (c *engineClock) deliver(k int, at time.Duration) {
 	info := c.req.Info()
 	c.mu.Lock()

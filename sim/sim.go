@@ -37,9 +37,9 @@
 // engine found in its prefix cache: whole blocks of the prompt whose token
 // ids were computed before, by an earlier request or by this one before a
 // preemption, never the block holding the last prompt token. The count is
-// the request's last admission to the engine's: a request preempted and
-// admitted again reports what its readmission hit (vLLM V1 keeps its first
-// admission's). Without an Engine
+// the request's first admission's, as vLLM V1 reports it: a request
+// preempted and admitted again finds its own blocks, and that is not a hit
+// its client's cache check should count. Without an Engine
 // (the fixed preset) there is no prefix cache and the count is 0. While no
 // request is preempted or abandoned, the counts the responses report sum to
 // /metrics' vllm:prefix_cache_hits_total, which counts every admission.

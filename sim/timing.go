@@ -73,11 +73,10 @@ type tokenClock interface {
 	// response waits for its first token and then its last.
 	wait(ctx context.Context, k int) (due time.Time, err error)
 	// cached returns how many of the request's prompt tokens the model
-	// found in its prefix cache when it last admitted the request (an
-	// engine may preempt a request and admit it again). Once wait has
-	// returned for the last output token the request can no longer be
-	// readmitted, so the count is final; a model without a prefix cache
-	// returns 0.
+	// found in its prefix cache when it first admitted the request, as
+	// vLLM V1 reports them: a readmission after a preemption, which may
+	// find the request's own blocks, does not change it. A model without
+	// a prefix cache returns 0.
 	cached() int
 	// release tells the model that the request is over, finished or
 	// abandoned, so that it can free what it holds for it.

@@ -495,6 +495,8 @@ server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`
 	f.IntVar(&settings.MaxModelLen, "max-model-len", 0, "context limit in tokens (default: the preset's)")
 	f.IntVar(&settings.Replicas, "replicas", 1, "data-parallel engine replicas behind the one port")
 	f.BoolVar(&settings.PhysicsOnly, "physics-only", false, "drop fixed overheads, front end and jitter: step times are exactly the roofline")
+	f.IntVar(&settings.Engine.MaxNumSeqs, "max-num-seqs", 0, "most sequences in one engine step, as vLLM's (default: the preset's)")
+	f.Float64Var(&settings.Engine.GPUMemoryUtilization, "gpu-memory-utilization", 0, "fraction of GPU memory for weights, reserve and KV cache, as vLLM's; lower it to run out of KV cache (default: the preset's)")
 	f.DurationVar(&ttft, "ttft", schema.DefaultSimTTFT, "time to first token (preset fixed)")
 	f.DurationVar(&itl, "itl", schema.DefaultSimITL, "time between tokens (preset fixed)")
 	f.Int64Var(&settings.Seed, "seed", 0, "seed of the text, EOS draws, faults and jitter")

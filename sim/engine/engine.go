@@ -67,7 +67,11 @@ type Request struct {
 	delivered int // tokens the front end has released
 	blocks    []int32
 	state     reqState
-	cached    int // prompt tokens found in the prefix cache at last admission
+	cached    int // prompt tokens found in the prefix cache at its first admission
+	// recached is what its latest readmission after a preemption found
+	// cached (its own blocks, where they survived): counted in the
+	// prefix-cache counters, not in what the request reports.
+	recached  int
 	preempted int
 	firstAt   time.Duration // engine emission time of token 0
 
@@ -89,11 +93,17 @@ const (
 // Info is what the engine knows about a request, for tests, logs and the
 // server's request histograms.
 type Info struct {
-	Replica      int
-	CachedTokens int // prompt tokens that hit the prefix cache at its last admission
-	Preemptions  int
-	Generated    int
-	Delivered    int
+	Replica int
+	// CachedTokens are the prompt tokens that hit the prefix cache at its
+	// first admission, as vLLM V1 reports them (it sets num_cached_tokens
+	// once): a preempted request finding its own blocks again is not a
+	// cache hit its client asked for. RecachedTokens is what its latest
+	// readmission found.
+	CachedTokens   int
+	RecachedTokens int
+	Preemptions    int
+	Generated      int
+	Delivered      int
 	// Scheduled says whether the scheduler has admitted the request, and
 	// QueueTime is then how long it waited in the engine's queue before
 	// its first admission (vLLM's queue time: from reaching the engine to
@@ -104,7 +114,7 @@ type Info struct {
 
 // Info reports r's progress.
 func (r *Request) Info() Info {
-	i := Info{Replica: r.replica, CachedTokens: r.cached, Preemptions: r.preempted, Generated: r.generated, Delivered: r.delivered}
+	i := Info{Replica: r.replica, CachedTokens: r.cached, RecachedTokens: r.recached, Preemptions: r.preempted, Generated: r.generated, Delivered: r.delivered}
 	if r.scheduled {
 		i.Scheduled, i.QueueTime = true, r.scheduledAt-r.queuedAt
 	}
@@ -557,9 +567,11 @@ func (c *Cluster) schedule(rep *replica) []scheduled {
 			r.blocks, r.computed = r.blocks[:0], 0
 			break
 		}
-		r.cached = r.computed
 		if !r.scheduled {
 			r.scheduled, r.scheduledAt = true, c.now
+			r.cached = r.computed
+		} else {
+			r.recached = r.computed
 		}
 		c.stats.PrefixQueries += uint64(r.promptLen)
 		c.stats.PrefixHits += uint64(r.computed)
