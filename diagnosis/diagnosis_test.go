@@ -100,6 +100,20 @@ func TestRules(t *testing.T) {
 		},
 		quoted: []string{"`server.preemptions` 12", "`server.kv_cache_usage` mean 90%, max 99%"},
 	}, {
+		// The file predicts room for 315 sequences, the server ran out
+		// with 32: the finding says the prediction's memory is wrong.
+		name: "preemptions the prediction does not expect", rule: ruleKV,
+		build: func() Input {
+			r := withServer(plainRow("r", 32))
+			r.Summary.Server.Preemptions = f64(12)
+			r.Summary.InFlight = metrics.InFlight{Mean: 22.4, Max: 32}
+			r.Prediction = &Prediction{MaxConcurrency: 315}
+			return Input{Rows: []Row{r}}
+		},
+		strip: func(in Input) { in.Rows[0].Summary.Server.Preemptions = nil },
+		quoted: []string{"the prediction's KV cache holds 315 sequences",
+			"the server ran out with at most 32 in flight, fewer than the 315 the prediction's cache holds"},
+	}, {
 		name: "queueing", rule: ruleQueueing,
 		build: func() Input {
 			r := withServer(plainRow("r", 32))

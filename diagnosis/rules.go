@@ -117,6 +117,13 @@ func kvCapacity(f *rowFacts) (Finding, bool) {
 	if p := f.pred; p != nil && p.MaxConcurrency > 0 && f.rs.InFlight.Max > 0 {
 		fd.Evidence = append(fd.Evidence, fmt.Sprintf("the prediction's KV cache holds %d sequences of this row's length; the client had %s in flight on average, %d at most",
 			p.MaxConcurrency, level(f.rs.InFlight.Mean), f.rs.InFlight.Max))
+		if f.rs.InFlight.Max < p.MaxConcurrency {
+			// The server ran out with fewer sequences than the
+			// prediction's cache holds: one of the two is wrong about
+			// the memory, and the file can say which.
+			fd.Evidence = append(fd.Evidence, fmt.Sprintf("the server ran out with at most %d in flight, fewer than the %d the prediction's cache holds: the prediction assumes more KV memory than the server has (compare predict's gpu_memory_utilization, precision and reserve with the engine's flags)",
+				f.rs.InFlight.Max, p.MaxConcurrency))
+		}
 	}
 	fd.Next = "Admit fewer sequences at once (max_num_seqs, or less concurrency), shorten the context, or give the KV cache more memory: a higher gpu_memory_utilization, an fp8 KV cache, tensor parallelism over more GPUs. The telemetry plot shows when the cache filled."
 	return fd, true
