@@ -97,6 +97,7 @@ const (
 	RegimeContamination = "cache contamination"
 	RegimeOutside       = "time outside the engine"
 	RegimeCounters      = "counting error"
+	RegimeShared        = "another client's load"
 )
 
 // Finding is one thing the evidence supports about one row.

@@ -102,6 +102,16 @@ func TestRules(t *testing.T) {
 	}, {
 		// The file predicts room for 315 sequences, the server ran out
 		// with 32: the finding says the prediction's memory is wrong.
+		name: "another client", rule: ruleShared,
+		build: func() Input {
+			r := withServer(plainRow("r", 8))
+			r.Summary.InFlight = metrics.InFlight{Mean: 7.9, Max: 8}
+			r.Summary.Server.NumRequestsRunning = gauge(14, 20)
+			return Input{Rows: []Row{r}}
+		},
+		strip:  func(in Input) { in.Rows[0].Summary.Server.NumRequestsRunning = nil },
+		quoted: []string{"`server.num_requests_running` max 20", "the client had at most 8 of the row's requests in flight"},
+	}, {
 		name: "preemptions the prediction does not expect", rule: ruleKV,
 		build: func() Input {
 			r := withServer(plainRow("r", 32))

@@ -81,12 +81,46 @@ const (
 	ruleContamination = "contamination"
 	ruleGap           = "outside_engine"
 	ruleCounters      = "counters"
+	ruleShared        = "shared_server"
 )
 
 // rules run in this order on every row; each returns a finding only when
 // every figure it quotes is present.
 var rules = []func(*rowFacts) (Finding, bool){
-	kvCapacity, queueing, prefill, memoryBound, nonMemory, clocks, batching, cacheMiss, contamination, outsideEngine, counters,
+	kvCapacity, queueing, prefill, memoryBound, nonMemory, clocks, batching, cacheMiss, contamination, outsideEngine, counters, sharedServer,
+}
+
+// sharedSlack is how many requests the server may hold beyond the most
+// the client had in flight before the excess is another client's: a
+// request the client gave up on (a timeout, a cancellation) can outlive
+// its record on the server for a moment, and a scrape is not taken at the
+// client's instant.
+const sharedSlack = 2
+
+// sharedServer: the server held more requests at once than the client ever
+// had in flight. The excess is someone else's load, which every figure of
+// the row then includes.
+func sharedServer(f *rowFacts) (Finding, bool) {
+	s := f.srv
+	if s == nil || s.NumRequestsRunning == nil || f.rs.InFlight.Max == 0 {
+		return Finding{}, false
+	}
+	held := s.NumRequestsRunning.Max
+	what := fmt.Sprintf("`server.num_requests_running` max %s", level(held))
+	if w := s.NumRequestsWaiting; w != nil {
+		// Running and waiting peak at different scrapes; their sum's
+		// peak is at most the sum of the peaks, so only running alone
+		// is a sure lower bound. Waiting is quoted, not added.
+		what += fmt.Sprintf(" (and `server.num_requests_waiting` max %s)", level(w.Max))
+	}
+	limit := float64(f.rs.InFlight.Max + max(sharedSlack, f.rs.InFlight.Max/10))
+	if held <= limit {
+		return Finding{}, false
+	}
+	return Finding{Rule: ruleShared, Regime: RegimeShared, Severity: SeverityWarn,
+		Evidence: []string{what, fmt.Sprintf("the client had at most %d of the row's requests in flight", f.rs.InFlight.Max)},
+		Symptom:  "the server ran more requests at once than this row ever sent: another client's load shares the server, and every figure of the row includes it",
+		Next:     "Measure on a server nothing else uses (another benchmark, a health checker that generates, a user); the server's token counters over the row show how much load was not the run's."}, true
 }
 
 // kvCapacity: the server preempted sequences, or its KV cache ran full.
