@@ -186,7 +186,7 @@ func TestHTMLInChromium(t *testing.T) {
 			t.Errorf("%d images in the page; want %d", len(r.Images), len(plots))
 		}
 		want := []string{"hypotheses", "verdict", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
-			"predictions", "acceptance", "rejected-rows", "client-self-check", "plots", "reproduce"}
+			"predictions", "acceptance", "rejected-rows", "diagnosis", "client-self-check", "plots", "reproduce"}
 		if strings.Join(r.Sections, " ") != strings.Join(want, " ") {
 			t.Errorf("sections %v; want %v", r.Sections, want)
 		}
