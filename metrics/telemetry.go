@@ -132,13 +132,14 @@ type ServerDist struct {
 	P95   float64 `json:"p95"`
 	P99   float64 `json:"p99"`
 	// Buckets are the increases of the cumulative buckets over the window
-	// (upper bound in ms, count), kept so that trials can be pooled and a
-	// report can redraw the histogram.
+	// (upper bound in ms, count; +Inf left out), kept so that trials can
+	// be pooled and a report can redraw the histogram.
 	Buckets []Bucket `json:"buckets,omitempty"`
 }
 
 // Bucket is one cumulative histogram bucket: the count of observations at
-// most LeMS (+Inf for the last).
+// most LeMS. The +Inf bucket is not kept (JSON has no +Inf): its count is
+// the distribution's Count.
 type Bucket struct {
 	LeMS  float64 `json:"le_ms"`
 	Count float64 `json:"count"`
@@ -156,7 +157,7 @@ type CounterCheck struct {
 	Prompt     CounterDiff `json:"prompt"`
 	Generation CounterDiff `json:"generation"`
 	// Mismatch is set when either differs by more than the tolerance
-	// docs/metrics.md states.
+	// docs/telemetry.md states.
 	Mismatch bool     `json:"mismatch,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 }
