@@ -375,3 +375,30 @@ func TestPartialRunIsInconclusive(t *testing.T) {
 		t.Errorf("the workload matrix does not show the skipped row:\n%s", md)
 	}
 }
+
+// TestKVExhaustionDiagnosed drives the built-in server out of KV cache, as
+// a user would find it on a real server: the row's rule on
+// server.preemptions is judged and fails with the count quoted, the
+// Diagnosis names the preemptions and the full cache, and the raw samples
+// are in the run directory.
+func TestKVExhaustionDiagnosed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	r := cli(t, context.Background(), "run", "testdata/kv-exhaustion.yaml", "--out", out)
+	if r.code != exitAcceptance {
+		t.Fatalf("exit %d; want %d\n%s%s", r.code, exitAcceptance, r.stdout, r.stderr)
+	}
+	md := readFile(t, filepath.Join(out, "decision.md"))
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile("\\| `full` \\| kv \\| \\*\\*fail\\*\\*: `server.preemptions == 0` with server.preemptions = [1-9]"),
+		regexp.MustCompile("## Server and GPU"),
+		regexp.MustCompile("- \\*\\*`full`: KV-cache capacity\\*\\* \\(fail\\)\\. The server preempted [0-9,]+ sequences"),
+		regexp.MustCompile("`server.kv_cache_usage` mean [0-9]+%, max (9[5-9]|100)%"),
+	} {
+		if !want.MatchString(md) {
+			t.Errorf("decision.md lacks %s:\n%s", want, md)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(out, "rows", "full", "telemetry.jsonl")); err != nil || fi.Size() == 0 {
+		t.Errorf("telemetry.jsonl: %v", err)
+	}
+}
