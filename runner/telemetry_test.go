@@ -70,10 +70,11 @@ rows:
 		t.Fatalf("hit rates cold %v warm %v; want both", cold.PrefixCacheHitRate, warm.PrefixCacheHitRate)
 	}
 	t.Logf("prefix-cache hit rate: cold %.3f, warm %.3f", *cold.PrefixCacheHitRate, *warm.PrefixCacheHitRate)
-	// The cold row's 24 prefixes over 26 requests, four at a time, are
-	// sometimes shared; the warm row's 4, cached before it starts, always.
-	if *warm.PrefixCacheHitRate < *cold.PrefixCacheHitRate+0.3 {
-		t.Errorf("hit rate cold %.3f, warm %.3f; want the warm row's far higher",
+	// The cold row takes its 24 prefixes in turn over 26 requests: only
+	// the last two (seq 24, 25) meet a prefix the first two used. The
+	// warm row's 4, cached before it starts, are always found.
+	if *cold.PrefixCacheHitRate > 0.15 || *warm.PrefixCacheHitRate < 0.6 {
+		t.Errorf("hit rate cold %.3f, warm %.3f; want the cold row's prefixes new and the warm row's found",
 			*cold.PrefixCacheHitRate, *warm.PrefixCacheHitRate)
 	}
 	// The server's counters and its per-request usage tell the same story.

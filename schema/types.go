@@ -311,7 +311,7 @@ type Dataset struct {
 // Prefix describes a shared prompt prefix.
 type Prefix struct {
 	Length   int  `yaml:"length" json:"length,omitempty" doc:"Tokens of shared prefix at the start of each prompt (counted within input_tokens)." minimum:"1" required:"true"`
-	Distinct int  `yaml:"distinct" json:"distinct,omitempty" doc:"How many different prefixes requests draw from." minimum:"1" maximum:"100000" default:"1"`
+	Distinct int  `yaml:"distinct" json:"distinct,omitempty" doc:"How many different prefixes the row's requests take in turn (request i the (i mod distinct)-th); with at least as many as the row sends, every request's prefix is its own." minimum:"1" maximum:"100000" default:"1"`
 	Warm     bool `yaml:"warm" json:"warm,omitempty" doc:"Send each prefix once before measuring, so the server's prefix cache holds it."`
 }
 
