@@ -58,6 +58,9 @@ type rowRun struct {
 	// (metrics.Phase*), so that each scrape is marked prime, warmup, load
 	// or drain.
 	phase func(string)
+	// scrapeNow, when set, takes a telemetry round at once: after the
+	// warm prefixes, so the window's counters do not count them.
+	scrapeNow func()
 
 	mu           sync.Mutex
 	seq          int64
@@ -284,6 +287,9 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		rr.fire(inflight, cl)
 	}
 	if rr.primeCount() > 0 {
+		if rr.scrapeNow != nil && ctx.Err() == nil {
+			rr.scrapeNow()
+		}
 		rr.loadStart = time.Now()
 	}
 	if rr.row.Warmup > 0 || rr.row.WarmupDuration > 0 {

@@ -420,7 +420,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 		_ = w.Close()
 		return fail(err)
 	}
-	rr.phase = sc.phase
+	rr.phase, rr.scrapeNow = sc.phase, sc.round
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.

@@ -110,6 +110,13 @@ func (rs *rowScrape) phase(p string) {
 	}
 }
 
+// round takes a scrape round now (telemetry.Scraper.Round); nil-safe.
+func (rs *rowScrape) round() {
+	if rs != nil {
+		rs.scraper.Round()
+	}
+}
+
 // finish takes the row's last scrape, after its last request, closes the
 // file and reduces the samples over the measured window. A failed write of
 // the file is the run's error (the disk is the run's); a failed scrape is

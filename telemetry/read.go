@@ -16,7 +16,10 @@ type reading struct {
 	hists [numQuantities]*hist
 	// family is the family each quantity was read from, for the notes.
 	family [numQuantities]string
-	gpus   map[string]*gpuReading
+	// partial says, for a counter that leaves part of the quantity out,
+	// what (source.partial); empty for a whole one.
+	partial [numQuantities]string
+	gpus    map[string]*gpuReading
 }
 
 // hist is a cumulative histogram: ascending upper bounds, the last +Inf.
@@ -49,12 +52,9 @@ func read(s *Sample) *reading {
 	if m := mappingByName(s.Mapping); m != nil {
 		for q := range numQuantities {
 			for _, src := range m.sources[q] {
-				sel := selectSeries(byName[src.family], src.match)
-				if len(sel) == 0 {
-					continue
-				}
-				if readQuantity(r, q, src, sel) {
-					r.family[q] = src.family
+				if readSource(r, q, src, byName) {
+					r.family[q] = src.name()
+					r.partial[q] = src.partial
 					break
 				}
 			}
@@ -62,6 +62,30 @@ func read(s *Sample) *reading {
 	}
 	r.gpus = readGPUs(byName)
 	return r
+}
+
+// readSource reads q from one source: its family, plus the values of
+// its plus families (all of them needed).
+func readSource(r *reading, q quantity, src source, byName map[string][]*Series) bool {
+	sel := selectSeries(byName[src.family], src.match)
+	if len(sel) == 0 || !readQuantity(r, q, src, sel) {
+		return false
+	}
+	if len(src.plus) == 0 || r.vals[q] == nil {
+		return true
+	}
+	total := *r.vals[q]
+	for _, f := range src.plus {
+		var part reading
+		sel := selectSeries(byName[f], src.match)
+		if len(sel) == 0 || !readQuantity(&part, q, src, sel) {
+			r.vals[q] = nil
+			return false
+		}
+		total += *part.vals[q]
+	}
+	r.vals[q] = ptr(total)
+	return true
 }
 
 func selectSeries(ss []*Series, match map[string]string) []*Series {

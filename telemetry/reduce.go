@@ -565,14 +565,6 @@ func tokenCheck(ts []*targetData, rec *RecordTotals) *metrics.CounterCheck {
 	}
 	check := func(q quantity, records float64, what string) metrics.CounterDiff {
 		d := metrics.CounterDiff{Records: records}
-		for _, td := range ts {
-			for _, name := range td.mappings {
-				if name == "llama.cpp" && q == qPromptTokens {
-					n.add("llama.cpp counts the prompt tokens it evaluates, not those it reuses from a slot's cache: prompt tokens not checked")
-					return d
-				}
-			}
-		}
 		var scratch notes
 		v := counterOver(ts, q, ReduceInput{}, true, &scratch)
 		if v == nil {
@@ -580,6 +572,13 @@ func tokenCheck(ts []*targetData, rec *RecordTotals) *metrics.CounterCheck {
 			return d
 		}
 		d.Server = *v
+		// A counter that leaves part of the quantity out (an older
+		// llama.cpp's prompt tokens without those it reused) is given
+		// but not compared.
+		if why := partialOf(ts, q); why != "" {
+			n.add("%s", why)
+			return d
+		}
 		if rec.Unknown > 0 {
 			return d
 		}
@@ -601,6 +600,19 @@ func tokenCheck(ts []*targetData, rec *RecordTotals) *metrics.CounterCheck {
 	cc.Generation = check(qGenerationTokens, rec.Generation, "generation")
 	cc.Notes = n
 	return cc
+}
+
+// partialOf returns why q, as some target read it, leaves part of the
+// quantity out; empty when every reading is whole.
+func partialOf(ts []*targetData, q quantity) string {
+	for _, td := range ts {
+		for _, r := range td.readings {
+			if r.vals[q] != nil && r.partial[q] != "" {
+				return r.partial[q]
+			}
+		}
+	}
+	return ""
 }
 
 // gpuDevice is one GPU's readings over the row.

@@ -242,14 +242,39 @@ func TestReduceTokenCheck(t *testing.T) {
 		})
 	}
 
-	// llama.cpp's prompt counter leaves out the tokens a slot reused.
+	// An older llama.cpp's prompt counter leaves out the tokens a slot
+	// reused: given, not compared.
 	ll := []Sample{
 		sample(0, 0, "srv", "llama.cpp", counterSeries("llamacpp:prompt_tokens_total", 0), counterSeries("llamacpp:tokens_predicted_total", 0)),
 		sample(sec, 1, "srv", "llama.cpp", counterSeries("llamacpp:prompt_tokens_total", 10), counterSeries("llamacpp:tokens_predicted_total", 50)),
 	}
 	st, _, _ := Reduce(ll, in(RecordTotals{Prompt: 1000, Generation: 50, Requests: 1}))
-	if tc := st.Tokens; tc.Prompt.Compared || !tc.Generation.Compared || tc.Mismatch {
-		t.Errorf("llama.cpp check %+v", *tc)
+	if tc := st.Tokens; tc.Prompt.Compared || tc.Prompt.Server != 10 || !tc.Generation.Compared || tc.Mismatch ||
+		!hasNote(tc.Notes, "prompt tokens not checked") {
+		t.Errorf("older llama.cpp check %+v", *tc)
+	}
+
+	// A llama.cpp that counts the reused tokens apart: evaluated plus
+	// reused are every prompt token, compared with the records, and a
+	// shortfall in either is caught.
+	llCached := func(evaluated, reused float64) []Sample {
+		return []Sample{
+			sample(0, 0, "srv", "llama.cpp", counterSeries("llamacpp:prompt_tokens_total", 0),
+				counterSeries("llamacpp:prompt_tokens_cached_total", 0), counterSeries("llamacpp:tokens_predicted_total", 0)),
+			sample(3*sec, 1, "srv", "llama.cpp", counterSeries("llamacpp:prompt_tokens_total", evaluated),
+				counterSeries("llamacpp:prompt_tokens_cached_total", reused), counterSeries("llamacpp:tokens_predicted_total", 50)),
+		}
+	}
+	st, _, _ = Reduce(llCached(700, 300), in(RecordTotals{Prompt: 1000, Generation: 50, Requests: 1}))
+	if tc := st.Tokens; !tc.Prompt.Compared || tc.Prompt.Server != 1000 || tc.Mismatch {
+		t.Errorf("llama.cpp with cached counter: check %+v", *tc)
+	}
+	if st.PrefixCacheHitRate == nil || !near(*st.PrefixCacheHitRate, 0.3) {
+		t.Errorf("llama.cpp prefix-cache hit rate %v, want 300 reused of 1000", st.PrefixCacheHitRate)
+	}
+	st, _, _ = Reduce(llCached(700, 0), in(RecordTotals{Prompt: 1000, Generation: 50, Requests: 1}))
+	if tc := st.Tokens; !tc.Prompt.Compared || !tc.Mismatch {
+		t.Errorf("llama.cpp missing 300 prompt tokens: check %+v", *tc)
 	}
 }
 

@@ -85,6 +85,10 @@ type Scraper struct {
 	phaseMu sync.Mutex
 	phase   string
 
+	// roundMu keeps rounds from overlapping: the loop, Start, Round and
+	// Stop take turns.
+	roundMu sync.Mutex
+
 	mu      sync.Mutex
 	samples []Sample
 	round   int
@@ -185,9 +189,30 @@ func (s *Scraper) Err() error {
 	return s.sinkErr
 }
 
+// Round takes a round now, between the interval's rounds, and returns when
+// it is recorded. The runner takes one when a row's warm prefixes are all
+// cached and before its load begins: the priming requests ran one at a time
+// and are over, so the counters read then are a clean base for the window,
+// where a scrape up to an interval earlier would count the priming in it.
+// A stopped scraper takes none.
+func (s *Scraper) Round() {
+	select {
+	case <-s.stop:
+		return
+	case <-s.done:
+		return
+	default:
+	}
+	if len(s.o.Targets) > 0 {
+		s.scrapeRound(s.ctx, s.timeout)
+	}
+}
+
 // scrapeRound scrapes every target at once and records their samples in
-// target order. Rounds never overlap: the loop, Start and Stop take turns.
+// target order. Rounds never overlap (roundMu).
 func (s *Scraper) scrapeRound(ctx context.Context, timeout time.Duration) {
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
 	phase := s.currentPhase()
 	s.mu.Lock()
 	round := s.round

@@ -88,8 +88,8 @@ func TestScraperRounds(t *testing.T) {
 	start := time.Now()
 	s := Start(context.Background(), Options{
 		Targets:  targets,
-		Interval: 20 * time.Millisecond,
-		Timeout:  15 * time.Millisecond,
+		Interval: 250 * time.Millisecond,
+		Timeout:  200 * time.Millisecond,
 		Start:    start,
 		Sink: func(smp Sample) error {
 			mu.Lock()
@@ -296,5 +296,28 @@ func TestSamplesRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadSamples(strings.NewReader("{\"t_ns\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("error %v, want one naming line 2", err)
+	}
+}
+
+// TestScraperRoundNow: Round takes a round between the interval's and has
+// recorded it when it returns, as the runner needs after a row's warm
+// prefixes; a stopped scraper takes none.
+func TestScraperRoundNow(t *testing.T) {
+	e := newEndpoints(t)
+	s := Start(context.Background(), Options{
+		Targets:  []Target{{URL: e.srv.URL + "/metrics", Kind: KindServer, Display: "vllm"}},
+		Interval: time.Hour, // only Start's, Round's and Stop's rounds
+		Start:    time.Now(),
+	})
+	s.SetPhase(metrics.PhasePrime)
+	s.Round()
+	s.SetPhase(metrics.PhaseLoad)
+	all := s.Stop()
+	s.Round()
+	if again := s.Stop(); len(all) != 3 || len(again) != 3 {
+		t.Fatalf("%d samples, %d after a Round once stopped; want Start's, Round's and Stop's: 3", len(all), len(again))
+	}
+	if all[1].Phase != metrics.PhasePrime || all[1].Round != 1 || all[1].Error != "" || all[1].TNS < all[0].TNS {
+		t.Errorf("Round's sample %+v; want round 1, phase prime, after Start's", all[1])
 	}
 }

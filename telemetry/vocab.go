@@ -67,6 +67,15 @@ type source struct {
 	// token counters, but the sums of its per-request token histograms
 	// grow by each finished request's tokens.
 	sum bool
+	// plus are counter families added to family's value, every one of
+	// them needed for the source to apply: llama.cpp counts the prompt
+	// tokens it evaluates and those a slot reused from its cache apart,
+	// and only both together are the prompt tokens a request reports.
+	plus []string
+	// partial, when set, says what the counter leaves out of the
+	// quantity: its figure is given, but not checked against the
+	// records' token totals.
+	partial string
 }
 
 // engine is one engine's vocabulary: for each quantity, where the engine
@@ -93,6 +102,11 @@ func srcSel(family, label, value string) source {
 }
 
 func srcSum(family string) source { return source{family: family, sum: true} }
+
+func srcPlus(family string, plus ...string) source { return source{family: family, plus: plus} }
+
+// name is the source as the notes name it: its families joined by " + ".
+func (s source) name() string { return strings.Join(append([]string{s.family}, s.plus...), " + ") }
 
 // vllmSources are vLLM's names: docs https://docs.vllm.ai/en/stable/usage/metrics/
 // ("Production Metrics") and the source, vllm/v1/metrics/loggers.py
@@ -221,20 +235,34 @@ var mappings = []*engine{
 		},
 	},
 	// llama.cpp's llama-server with --metrics: tools/server/README.md,
-	// "GET /metrics" (https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md).
+	// "GET /metrics" (https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md),
+	// and server_task_result_metrics::to_metrics in tools/server/server-task.cpp.
+	// llamacpp:prompt_tokens_total counts the prompt tokens a slot
+	// evaluated, not those it reused from its cache; builds of 2026 count
+	// the reused ones apart in llamacpp:prompt_tokens_cached_total, and the
+	// two together are every prompt token, what a request's usage reports.
+	// Older builds have no cached counter: their prompt counter is given,
+	// not checked. The generation counter grows when a request's slot is
+	// released, by all the tokens it generated.
 	{
 		Name:     "llama.cpp",
 		prefixes: []string{"llamacpp:"},
 		sources: [numQuantities][]source{
-			qRunning:          {src("llamacpp:requests_processing")},
-			qWaiting:          {src("llamacpp:requests_deferred")},
-			qKVUsage:          {src("llamacpp:kv_cache_usage_ratio")},
-			qPromptTokens:     {src("llamacpp:prompt_tokens_total")},
+			qRunning:       {src("llamacpp:requests_processing")},
+			qWaiting:       {src("llamacpp:requests_deferred")},
+			qKVUsage:       {src("llamacpp:kv_cache_usage_ratio")},
+			qPrefixQueries: {srcPlus("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total")},
+			qPrefixHits:    {src("llamacpp:prompt_tokens_cached_total")},
+			qPromptTokens: {
+				srcPlus("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total"),
+				{family: "llamacpp:prompt_tokens_total",
+					partial: "llama.cpp: this build counts only the prompt tokens it evaluates (llamacpp:prompt_tokens_total), not those it reuses from a slot's cache, and publishes no llamacpp:prompt_tokens_cached_total: prompt tokens not checked"},
+			},
 			qGenerationTokens: {src("llamacpp:tokens_predicted_total")},
 		},
 		Caveats: []string{
-			"llama.cpp: llamacpp:prompt_tokens_total counts the prompt tokens evaluated, not those reused from a slot's cache, so it is not checked against the records",
-			"llama.cpp: no latency histograms, prefix-cache or preemption counters; kv_cache_usage_ratio only in builds before its removal",
+			"llama.cpp: prompt tokens are llamacpp:prompt_tokens_total (evaluated) plus llamacpp:prompt_tokens_cached_total (reused from a slot's cache); the prefix-cache queries are all prompt tokens and the hits the reused ones",
+			"llama.cpp: requests_processing counts busy slots and requests_deferred the requests waiting for one; no latency histograms or preemption counter, and kv_cache_usage_ratio only in builds before its removal",
 		},
 	},
 	// NVIDIA NIM for LLMs: https://docs.nvidia.com/nim/large-language-models/latest/observability.html
@@ -294,6 +322,9 @@ func (m *engine) families() map[string]bool {
 	for _, ss := range m.sources {
 		for _, s := range ss {
 			out[s.family] = true
+			for _, p := range s.plus {
+				out[p] = true
+			}
 		}
 	}
 	return out
