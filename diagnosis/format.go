@@ -3,6 +3,8 @@ package diagnosis
 import (
 	"math"
 	"strconv"
+
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 )
 
 // Figures are quoted to about three significant digits, as the
@@ -40,17 +42,10 @@ func ratio(r float64) string { return strconv.FormatFloat(r, 'f', 2, 64) }
 // count is a count: whole numbers with thousands separators (12,800),
 // others as sig.
 func count(v float64) string {
-	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
-		return sig(v)
+	if s, ok := numfmt.Grouped(v); ok {
+		return s
 	}
-	s := strconv.FormatInt(int64(math.Abs(v)), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if v < 0 {
-		s = "-" + s
-	}
-	return s
+	return sig(v)
 }
 
 // level is a gauge of requests (waiting, running): whole numbers as they

@@ -799,11 +799,12 @@ func numberLiteral(n ast.Node) (float64, bool) {
 	return 0, false
 }
 
-// BaselineUse is a place where an expression reads the baseline run: From
-// and To are rune offsets of the name up to "baseline" (baseline in a
-// rule, rows.long.baseline in a hypothesis), for the load-time problem
-// when the run has no baseline.
-type BaselineUse struct {
+// NameUse is a place where an expression reads a part of the environment
+// a run may lack (the baseline run, the server's telemetry): Text is the
+// name up to that part as written (baseline in a rule, rows.long.baseline
+// in a hypothesis), From and To its rune offsets, for the load-time problem
+// when the run will not have it.
+type NameUse struct {
 	From, To int
 	Text     string
 }
@@ -811,8 +812,8 @@ type BaselineUse struct {
 // BaselineUses lists where an expression reads the baseline run:
 // baseline.<metric> in an acceptance rule, rows.<id>.baseline.<metric> in
 // a hypothesis. A judge needs a baseline for exactly these expressions.
-func BaselineUses(src string) []BaselineUse {
-	var out []BaselineUse
+func BaselineUses(src string) []NameUse {
+	var out []NameUse
 	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
 		at := -1
 		switch {
@@ -826,7 +827,7 @@ func BaselineUses(src string) []BaselineUse {
 		}
 		loc := root.Location()
 		text := strings.Join(segs[:at+1], ".")
-		out = append(out, BaselineUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
+		out = append(out, NameUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
 	})
 	return out
 }

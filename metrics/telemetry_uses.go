@@ -12,20 +12,15 @@ const (
 	GPUName    = "gpu"
 )
 
-// TelemetryUse is where an expression reads telemetry: Text is the chain up
-// to server or gpu as written (server, rows.long.gpu, baseline.server), From
-// and To its rune offsets.
-type TelemetryUse struct {
-	From, To int
-	Text     string
-}
-
 // TelemetryUses lists where an expression reads server.* or gpu.*,
 // directly, through rows.<id> in a hypothesis, or through baseline, so that
 // loading can refuse a rule that reads telemetry a run switched off: it could
 // never be judged.
-func TelemetryUses(src string) []TelemetryUse {
-	var out []TelemetryUse
+//
+// Each use's Text is the chain up to server or gpu as written (server,
+// rows.long.gpu, baseline.server).
+func TelemetryUses(src string) []NameUse {
+	var out []NameUse
 	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
 		at := 0
 		if segs[at] == "rows" && len(segs) > 2 {
@@ -39,7 +34,7 @@ func TelemetryUses(src string) []TelemetryUse {
 		}
 		loc := root.Location()
 		text := strings.Join(segs[:at+1], ".")
-		out = append(out, TelemetryUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
+		out = append(out, NameUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
 	})
 	return out
 }

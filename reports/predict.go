@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/roofline"
 	"github.com/infermatrix/infermatrix/schema"
@@ -301,17 +302,10 @@ func predSig(v float64) string {
 // predCount formats a count of tokens or sequences: whole numbers with
 // thousands separators (403,888), others to one decimal (2.5).
 func predCount(v float64) string {
-	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
-		return strconv.FormatFloat(v, 'f', 1, 64)
+	if s, ok := numfmt.Grouped(v); ok {
+		return s
 	}
-	s := strconv.FormatInt(int64(math.Abs(v)), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if v < 0 {
-		s = "-" + s
-	}
-	return s
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // predRatio formats a measured ÷ bound ratio.

@@ -31,26 +31,37 @@ func (r *resolver) baseline(opts Options, plan *Plan) {
 		return
 	}
 	const hint = "pass --baseline RUN_DIR to run or report, or add baseline: runs/<name> (a run directory, or a folder of runs whose newest complete run is taken) to the file"
-	for i, a := range r.exp.Acceptance {
-		r.baselineProblems(indexPath("acceptance", i)+".expect", a.Expect, hint)
-	}
-	for i, h := range r.exp.Hypotheses {
-		r.baselineProblems(indexPath("hypotheses", i)+".expect", h.Expect, hint)
-	}
+	r.eachExpect(func(path, src string) { r.baselineProblems(path, src, hint) })
 }
 
 // baselineProblems reports each place an expression reads the baseline.
-// An expression over the length limit is not parsed (checkExpr said so).
 func (r *resolver) baselineProblems(path, src, hint string) {
+	r.useProblems(path, src, hint, metrics.BaselineUses, "reads the baseline run (%s), but this run has no baseline")
+}
+
+// useProblems reports each place uses finds in an expression (a part of
+// the environment the run will not have), with msg naming it. An
+// expression over the length limit is not parsed (checkExpr said so).
+func (r *resolver) useProblems(path, src, hint string, uses func(string) []metrics.NameUse, msg string) {
 	if src == "" || len(src) > MaxExprBytes {
 		return
 	}
 	var probs []metrics.ExprProblem
-	for _, u := range metrics.BaselineUses(src) {
-		probs = append(probs, metrics.ExprProblem{From: u.From, To: u.To, Hint: hint,
-			Message: "reads the baseline run (" + u.Text + "), but this run has no baseline"})
+	for _, u := range uses(src) {
+		probs = append(probs, metrics.ExprProblem{From: u.From, To: u.To, Hint: hint, Message: fmt.Sprintf(msg, u.Text)})
 	}
 	r.exprProblems(path, src, probs)
+}
+
+// eachExpect calls fn with every rule's and hypothesis' expression and its
+// key path.
+func (r *resolver) eachExpect(fn func(path, src string)) {
+	for i, a := range r.exp.Acceptance {
+		fn(indexPath("acceptance", i)+".expect", a.Expect)
+	}
+	for i, h := range r.exp.Hypotheses {
+		fn(indexPath("hypotheses", i)+".expect", h.Expect)
+	}
 }
 
 // checkBaselineDir checks that the baseline names a directory. Whether it
@@ -83,31 +94,4 @@ func (r *resolver) checkBaselineDir(path, name, full string) {
 	}
 	// A flag has no place in the file, as --rows.
 	r.d.problems = append(r.d.problems, Problem{File: r.d.file, Path: path, Message: msg, Hint: hint})
-}
-
-// telemetryOff refuses rules and hypotheses that read server.* or gpu.*
-// when the file switches telemetry off: nothing would be scraped, so they
-// could never be judged.
-func (r *resolver) telemetryOff(plan *Plan) {
-	if plan.Telemetry.Enabled {
-		return
-	}
-	const hint = "remove telemetry.enabled: false, or the rule's server.* and gpu.* figures"
-	check := func(path, src string) {
-		if src == "" || len(src) > MaxExprBytes {
-			return
-		}
-		var probs []metrics.ExprProblem
-		for _, u := range metrics.TelemetryUses(src) {
-			probs = append(probs, metrics.ExprProblem{From: u.From, To: u.To, Hint: hint,
-				Message: "reads the server's telemetry (" + u.Text + "), but telemetry is switched off"})
-		}
-		r.exprProblems(path, src, probs)
-	}
-	for i, a := range r.exp.Acceptance {
-		check(indexPath("acceptance", i)+".expect", a.Expect)
-	}
-	for i, h := range r.exp.Hypotheses {
-		check(indexPath("hypotheses", i)+".expect", h.Expect)
-	}
 }
