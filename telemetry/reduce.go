@@ -249,6 +249,14 @@ func gaugeRounds(ts []*targetData, q quantity, in ReduceInput) []float64 {
 			}
 		}
 	}
+	return combineRounds(byRound, len(exp), quantityInfo[q].kind != kindRatio)
+}
+
+// combineRounds gives, in round order, each round's values summed (or
+// averaged, when sum is false), leaving out a round with fewer than want
+// values: one in which a replica or a GPU that publishes the figure did
+// not answer, whose sum would understate it.
+func combineRounds(byRound map[int][]float64, want int, sum bool) []float64 {
 	rounds := make([]int, 0, len(byRound))
 	for k := range byRound {
 		rounds = append(rounds, k)
@@ -257,17 +265,17 @@ func gaugeRounds(ts []*targetData, q quantity, in ReduceInput) []float64 {
 	var out []float64
 	for _, k := range rounds {
 		vs := byRound[k]
-		if len(vs) != len(exp) {
+		if len(vs) != want {
 			continue
 		}
-		var sum float64
+		var s float64
 		for _, v := range vs {
-			sum += v
+			s += v
 		}
-		if quantityInfo[q].kind == kindRatio {
-			sum /= float64(len(vs))
+		if !sum {
+			s /= float64(len(vs))
 		}
-		out = append(out, sum)
+		out = append(out, s)
 	}
 	return out
 }
@@ -798,27 +806,7 @@ func gpuRounds(devs []*gpuDevice, f func(*gpuReading) *float64, in ReduceInput, 
 			publishing++
 		}
 	}
-	rounds := make([]int, 0, len(byRound))
-	for k := range byRound {
-		rounds = append(rounds, k)
-	}
-	sort.Ints(rounds)
-	var out []float64
-	for _, k := range rounds {
-		vs := byRound[k]
-		if len(vs) != publishing {
-			continue
-		}
-		var s float64
-		for _, v := range vs {
-			s += v
-		}
-		if !sum {
-			s /= float64(len(vs))
-		}
-		out = append(out, s)
-	}
-	return out
+	return combineRounds(byRound, publishing, sum)
 }
 
 // points reduces every scrape round of the row to the figures plotted over
