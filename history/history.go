@@ -26,6 +26,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // MaxDepth is how far below the folder run directories are looked for:
@@ -359,12 +360,12 @@ func readRun(folder, path string) (*Run, error) {
 
 var nan = math.NaN()
 
-func readDecision(dir string) (*reports.Decision, error) {
+func readDecision(dir string) (*verdict.Decision, error) {
 	b, err := os.ReadFile(filepath.Join(dir, reports.DecisionJSON))
 	if err != nil {
 		return nil, err
 	}
-	var d reports.Decision
+	var d verdict.Decision
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("%s: %w", reports.DecisionJSON, err)
 	}

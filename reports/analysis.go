@@ -6,9 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+
 	"github.com/infermatrix/infermatrix/diagnosis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // Analysis is what the decision record derives from a run beyond the
@@ -149,11 +152,11 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		judged, ruled, invalid := false, false, false
 		for _, id := range sa.Rows {
 			v := verdicts[id]
-			judged = judged || v == Pass || v == Fail || v == Rejected
-			invalid = invalid || v == Invalid
-			ruled = ruled || (v != NoRules && v != "")
+			judged = judged || v == verdict.Pass || v == verdict.Fail || v == verdict.Rejected
+			invalid = invalid || v == verdict.Invalid
+			ruled = ruled || (v != verdict.NoRules && v != "")
 			rs := rowSummary(in.Summary, id)
-			if v != Pass || rs == nil {
+			if v != verdict.Pass || rs == nil {
 				continue
 			}
 			if tp := rs.Throughput.OutputTokensPerS; tp > bestTP {
@@ -163,7 +166,7 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 		switch {
 		case best != "":
 			sa.OperatingPoint = best
-			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid rows that pass acceptance", best, num(bestTP)))
+			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid rows that pass acceptance", best, numfmt.Num(bestTP)))
 		case judged:
 			why = append(why, "no operating point: no valid row of the sweep passes acceptance")
 		case invalid:

@@ -7,6 +7,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/validity"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // sweepInput builds a four-point concurrency sweep whose throughput and
@@ -28,7 +29,7 @@ rows:
 		t.Fatal(err)
 	}
 	sum := &metrics.Summary{}
-	d := &Decision{}
+	d := &verdict.Decision{}
 	for i, r := range plan.Rows[:4] {
 		rs := metrics.RowSummary{ID: r.ID, Base: r.Base, Status: metrics.RowComplete}
 		rs.Throughput.OutputTokensPerS = tput[i]
@@ -36,7 +37,7 @@ rows:
 		rs.Metrics.TPOT.P95 = 10
 		rs.Metrics.E2E.P50 = 500
 		sum.Rows = append(sum.Rows, rs)
-		d.Rows = append(d.Rows, RowVerdict{ID: r.ID, Verdict: verdicts[i], Validity: validity.Verdict{Valid: verdicts[i] != Invalid}})
+		d.Rows = append(d.Rows, verdict.RowVerdict{ID: r.ID, Verdict: verdicts[i], Validity: validity.Verdict{Valid: verdicts[i] != verdict.Invalid}})
 	}
 	return &Input{Plan: plan, Summary: sum, Decision: d}
 }
@@ -47,7 +48,7 @@ func TestOperatingPointAndKnee(t *testing.T) {
 	in := sweepInput(t,
 		[]float64{100, 390, 1400, 1600}, // ×3.9, ×3.6, then ×1.14 for ×4 load
 		[]float64{50, 55, 80, 900},      // TTFT p95 climbs at c=64
-		[]string{Pass, Pass, Pass, Fail})
+		[]string{verdict.Pass, verdict.Pass, verdict.Pass, verdict.Fail})
 	sw := analyzeSweeps(in)
 	if len(sw) != 1 || sw[0].Base != "sat" || len(sw[0].Rows) != 4 {
 		t.Fatalf("sweeps %+v; want one of four rows (the plain row is no sweep)", sw)
@@ -65,18 +66,18 @@ func TestOperatingPointAndKnee(t *testing.T) {
 	}
 
 	// Linear scaling has no knee; no passing row, no operating point.
-	lin := analyzeSweeps(sweepInput(t, []float64{100, 400, 1600, 6400}, []float64{50, 50, 51, 52}, []string{Fail, Fail, Fail, Fail}))
+	lin := analyzeSweeps(sweepInput(t, []float64{100, 400, 1600, 6400}, []float64{50, 50, 51, 52}, []string{verdict.Fail, verdict.Fail, verdict.Fail, verdict.Fail}))
 	if lin[0].Knee != "" || lin[0].OperatingPoint != "" || !strings.Contains(lin[0].Why, "no valid row of the sweep passes") || !strings.Contains(lin[0].Why, "no knee") {
 		t.Errorf("linear, all failing: %+v", lin[0])
 	}
 	// Values written in descending order are walked by load.
 	desc := analyzeSweeps(sweepInputOrder(t, "[64, 16, 4, 1]",
-		[]float64{1600, 1400, 390, 100}, []float64{900, 80, 55, 50}, []string{Fail, Pass, Pass, Pass}))
+		[]float64{1600, 1400, 390, 100}, []float64{900, 80, 55, 50}, []string{verdict.Fail, verdict.Pass, verdict.Pass, verdict.Pass}))
 	if desc[0].Knee != "sat/c=16" || desc[0].OperatingPoint != "sat/c=16" {
 		t.Errorf("descending sweep: %+v", desc[0])
 	}
 	// Rows with rules that did not run: neither "no rules" nor a knee.
-	notRun := sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{NotRun, NotRun, NotRun, NotRun})
+	notRun := sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{verdict.NotRun, verdict.NotRun, verdict.NotRun, verdict.NotRun})
 	for i := range notRun.Summary.Rows {
 		notRun.Summary.Rows[i].Status = metrics.RowNotRun
 	}
@@ -87,13 +88,13 @@ func TestOperatingPointAndKnee(t *testing.T) {
 	// An invalid row places no knee and is no operating point, however
 	// good its figures: here c=16's (a warm cache, say) would otherwise
 	// put the knee there and make it the operating point.
-	inv := analyzeSweeps(sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{Pass, Pass, Invalid, Fail}))
+	inv := analyzeSweeps(sweepInput(t, []float64{100, 390, 1400, 1600}, []float64{50, 55, 80, 900}, []string{verdict.Pass, verdict.Pass, verdict.Invalid, verdict.Fail}))
 	if inv[0].OperatingPoint != "sat/c=4" || inv[0].Knee == "sat/c=16" {
 		t.Errorf("invalid c=16: %+v; want the operating point at c=4 and no knee at c=16", inv[0])
 	}
 	// Flat throughput without a latency rise is no knee either: the
 	// server is not queueing.
-	flat := analyzeSweeps(sweepInput(t, []float64{100, 110, 120, 130}, []float64{50, 50, 50, 50}, []string{NoRules, NoRules, NoRules, NoRules}))
+	flat := analyzeSweeps(sweepInput(t, []float64{100, 110, 120, 130}, []float64{50, 50, 50, 50}, []string{verdict.NoRules, verdict.NoRules, verdict.NoRules, verdict.NoRules}))
 	if flat[0].Knee != "" || !strings.Contains(flat[0].Why, "no acceptance rules") {
 		t.Errorf("flat: %+v", flat[0])
 	}

@@ -3,6 +3,9 @@ package reports
 import (
 	"fmt"
 	"strings"
+
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // The Baseline section of the decision record: which run this one was held
@@ -12,13 +15,13 @@ import (
 // baselineIntro says which run the baseline is, as prose with the paths
 // as code: a path is the user's text and may hold any character, so it is
 // never parsed back out of a sentence.
-func baselineIntro(b *BaselineRecord) []seg {
+func baselineIntro(b *verdict.BaselineRecord) []seg {
 	out := []seg{prose("Held against run "), mono(b.Dir)}
 	if b.Given != "" {
 		out = append(out, prose(" (the newest complete run in "), mono(b.Given), prose(")"))
 	}
 	out = append(out, prose(fmt.Sprintf(", started %s with infermatrix %s, experiment %s (sha256 %s). Figures are the baseline's → this run's, with the change; rules read the baseline's as ",
-		b.Started.UTC().Format("2006-01-02 15:04:05Z"), orNone(b.Tool.Version), orNone(b.Experiment), shortCommit(b.ExperimentSHA256))),
+		b.Started.UTC().Format("2006-01-02 15:04:05Z"), orNone(b.Tool.Version), orNone(b.Experiment), verdict.ShortCommit(b.ExperimentSHA256))),
 		mono("baseline.<metric>"), prose("."))
 	return out
 }
@@ -28,19 +31,19 @@ func baselineIntro(b *BaselineRecord) []seg {
 type baselineLine struct {
 	Row      string
 	Unusable string
-	Cells    []string // one per baselineHeadline name; "—" where missing
+	Cells    []string // one per verdict.BaselineHeadline name; "—" where missing
 }
 
-func baselineLines(b *BaselineRecord) []baselineLine {
+func baselineLines(b *verdict.BaselineRecord) []baselineLine {
 	var out []baselineLine
 	for _, r := range b.Rows {
 		l := baselineLine{Row: r.ID, Unusable: r.Unusable}
 		if r.Unusable == "" {
-			byName := map[string]BaselineMetric{}
+			byName := map[string]verdict.BaselineMetric{}
 			for _, m := range r.Metrics {
 				byName[m.Name] = m
 			}
-			for _, n := range baselineHeadline {
+			for _, n := range verdict.BaselineHeadline {
 				m, ok := byName[n]
 				if !ok {
 					l.Cells = append(l.Cells, "—")
@@ -55,10 +58,10 @@ func baselineLines(b *BaselineRecord) []baselineLine {
 }
 
 // baselineCell writes "12.3 → 13.1 (+6.5%)"; an error ratio in percent.
-func baselineCell(name string, m BaselineMetric) string {
-	f := num
+func baselineCell(name string, m verdict.BaselineMetric) string {
+	f := numfmt.Num
 	if name == "errors.ratio" {
-		f = func(v float64) string { return num(100*v) + "%" }
+		f = func(v float64) string { return numfmt.Num(100*v) + "%" }
 	}
 	s := f(m.Base) + " → " + f(m.New)
 	if m.Change != nil {
@@ -71,7 +74,7 @@ func baselineCell(name string, m BaselineMetric) string {
 var baselineHeads = []string{"TTFT p95", "TPOT p95", "ITL p95", "E2E p95", "Output tok/s", "Errors"}
 
 // baseline writes decision.md's Baseline section.
-func (m *mdWriter) baseline(b *BaselineRecord) {
+func (m *mdWriter) baseline(b *verdict.BaselineRecord) {
 	if b == nil {
 		return
 	}
@@ -115,7 +118,7 @@ type htmlBaseline struct {
 	Lines []baselineLine
 }
 
-func newHTMLBaseline(b *BaselineRecord) *htmlBaseline {
+func newHTMLBaseline(b *verdict.BaselineRecord) *htmlBaseline {
 	if b == nil {
 		return nil
 	}

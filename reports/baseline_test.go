@@ -11,6 +11,7 @@ import (
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/validity"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 const baselineExperiment = `apiVersion: infermatrix/v1
@@ -40,7 +41,7 @@ validity: {ignore: [samples]}
 // baselineFixture is a run and a hand-built baseline run: row a matches,
 // b ran at another concurrency in the baseline, c is invalid there, d is
 // missing from it, e has no rules.
-func baselineFixture(t *testing.T, tpotA float64) (*schema.Plan, *metrics.Summary, *Baseline) {
+func baselineFixture(t *testing.T, tpotA float64) (*schema.Plan, *metrics.Summary, *verdict.Baseline) {
 	t.Helper()
 	parse := func(b string) *schema.Plan {
 		p, err := schema.Parse("held.yaml", []byte(strings.ReplaceAll(baselineExperiment, "%B%", b)), schema.Options{Baseline: "runs/held", SkipFileChecks: true})
@@ -65,7 +66,7 @@ func baselineFixture(t *testing.T, tpotA float64) (*schema.Plan, *metrics.Summar
 		"a": valid, "b": valid, "e": valid,
 		"c": {Valid: false, Reasons: []validity.Reason{{Check: validity.Load, Message: "the server saw less load"}}},
 	}}
-	return plan, sum, &Baseline{run: run, Info: rundir.BaselineInfo{Dir: "runs/held/20260301T101500Z", Given: "runs/held", ID: "20260301T101500Z", Started: started, ExperimentSHA256: basePlan.SHA256}}
+	return plan, sum, verdict.NewBaseline(run, rundir.BaselineInfo{Dir: "runs/held/20260301T101500Z", Given: "runs/held", ID: "20260301T101500Z", Started: started, ExperimentSHA256: basePlan.SHA256})
 }
 
 // TestJudgeBaseline: a rule reads the baseline's row. Within 10% it
@@ -74,14 +75,14 @@ func baselineFixture(t *testing.T, tpotA float64) (*schema.Plan, *metrics.Summar
 // saying why: never a silent pass.
 func TestJudgeBaseline(t *testing.T) {
 	plan, sum, base := baselineFixture(t, 21)
-	d := JudgeWith(plan, sum, base)
-	want := map[string]string{"a": Pass, "b": Invalid, "c": Invalid, "d": Invalid, "e": NoRules}
+	d := verdict.JudgeWith(plan, sum, base)
+	want := map[string]string{"a": verdict.Pass, "b": verdict.Invalid, "c": verdict.Invalid, "d": verdict.Invalid, "e": verdict.NoRules}
 	for _, rv := range d.Rows {
 		if rv.Verdict != want[rv.ID] {
 			t.Errorf("row %s: verdict %s; want %s (%+v)", rv.ID, rv.Verdict, want[rv.ID], rv.Validity)
 		}
 	}
-	if d.Verdict != Inconclusive {
+	if d.Verdict != verdict.Inconclusive {
 		t.Errorf("run verdict %s; want inconclusive", d.Verdict)
 	}
 	reasons := map[string]string{
@@ -98,8 +99,8 @@ func TestJudgeBaseline(t *testing.T) {
 		for _, r := range rv.Validity.Reasons {
 			checks = append(checks, r.Check)
 		}
-		if rv.Validity.Valid || strings.Join(checks, ",") != BaselineCheck {
-			t.Errorf("row %s: validity %+v; want invalid by the %s check", id, rv.Validity, BaselineCheck)
+		if rv.Validity.Valid || strings.Join(checks, ",") != verdict.BaselineCheck {
+			t.Errorf("row %s: validity %+v; want invalid by the %s check", id, rv.Validity, verdict.BaselineCheck)
 		}
 	}
 	if b := d.Row("b").Rules[0].Unjudged; !strings.Contains(b, `"concurrency":32`) || !strings.Contains(b, `"concurrency":16`) {
@@ -109,7 +110,7 @@ func TestJudgeBaseline(t *testing.T) {
 	for _, h := range d.Hypotheses {
 		hyp[h.ID] = h.Verdict + ": " + h.Reason
 	}
-	if hyp["H1"] != Supported+": " || !strings.HasPrefix(hyp["H2"], Inconclusive+": the baseline run") {
+	if hyp["H1"] != verdict.Supported+": " || !strings.HasPrefix(hyp["H2"], verdict.Inconclusive+": the baseline run") {
 		t.Errorf("hypotheses %v; want H1 supported, H2 inconclusive for want of d's baseline", hyp)
 	}
 
@@ -117,7 +118,7 @@ func TestJudgeBaseline(t *testing.T) {
 	if d.Baseline == nil || len(d.Baseline.Rows) != 5 {
 		t.Fatalf("Baseline record %+v; want the five rows", d.Baseline)
 	}
-	var tp *BaselineMetric
+	var tp *verdict.BaselineMetric
 	for i, m := range d.Baseline.Rows[0].Metrics {
 		if m.Name == "tpot.p95" {
 			tp = &d.Baseline.Rows[0].Metrics[i]
@@ -150,9 +151,9 @@ func TestJudgeBaseline(t *testing.T) {
 // the failed clause shows both figures.
 func TestJudgeBaselineFails(t *testing.T) {
 	plan, sum, base := baselineFixture(t, 23)
-	d := JudgeWith(plan, sum, base)
+	d := verdict.JudgeWith(plan, sum, base)
 	a := d.Row("a")
-	if a.Verdict != Fail || d.Verdict != Fail {
+	if a.Verdict != verdict.Fail || d.Verdict != verdict.Fail {
 		t.Fatalf("row a %s, run %s; want fail (23 is over 1.10 × 20)", a.Verdict, d.Verdict)
 	}
 	got := map[string]float64{}
@@ -168,8 +169,8 @@ func TestJudgeBaselineFails(t *testing.T) {
 // whose baseline is gone), the rules that read it are not judged.
 func TestJudgeWithoutBaseline(t *testing.T) {
 	plan, sum, _ := baselineFixture(t, 21)
-	d := Judge(plan, sum)
-	if rv := d.Row("a"); rv.Verdict != Invalid || !strings.Contains(rv.Rules[0].Unjudged, "no baseline run was given") {
+	d := verdict.Judge(plan, sum)
+	if rv := d.Row("a"); rv.Verdict != verdict.Invalid || !strings.Contains(rv.Rules[0].Unjudged, "no baseline run was given") {
 		t.Errorf("row a: %+v; want invalid, no baseline given", rv)
 	}
 	if d.Baseline != nil {

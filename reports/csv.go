@@ -8,6 +8,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // csvMetrics are the distributions exported, in column order, with their
@@ -31,7 +32,7 @@ func csvMetrics(m *metrics.Metrics) []struct {
 // (ttft_ms_p95), for spreadsheets and pandas. Empty cells mean no samples.
 // A text cell that a spreadsheet would take for a formula (it starts with
 // =, +, -, @ or a tab) is written with a leading single quote.
-func WriteCSV(w io.Writer, sum *metrics.Summary, d *Decision) error {
+func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 	cw := csv.NewWriter(w)
 	stats := []string{"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
 	var extra []string

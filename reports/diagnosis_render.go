@@ -5,8 +5,11 @@ import (
 	"math"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+
 	"github.com/infermatrix/infermatrix/diagnosis"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // The parts of the record that read telemetry: the Server and GPU table
@@ -15,7 +18,7 @@ import (
 
 // diagnose runs the diagnosis over a judged run: each planned row with its
 // summary, whether it failed its rules, and its prediction.
-func diagnose(in *Input, d *Decision, preds []RowPrediction) *diagnosis.Diagnosis {
+func diagnose(in *Input, d *verdict.Decision, preds []RowPrediction) *diagnosis.Diagnosis {
 	if in == nil || in.Plan == nil {
 		return &diagnosis.Diagnosis{Examined: []string{}}
 	}
@@ -32,7 +35,7 @@ func diagnose(in *Input, d *Decision, preds []RowPrediction) *diagnosis.Diagnosi
 		row := diagnosis.Row{Plan: r, Summary: rowSummary(in.Summary, r.ID)}
 		if d != nil {
 			if rv := d.Row(r.ID); rv != nil {
-				row.Failed = rv.Verdict == Fail || rv.Verdict == Rejected
+				row.Failed = rv.Verdict == verdict.Fail || rv.Verdict == verdict.Rejected
 			}
 		}
 		if p := byRow[r.ID]; p != nil {
@@ -46,7 +49,7 @@ func diagnose(in *Input, d *Decision, preds []RowPrediction) *diagnosis.Diagnosi
 
 // diagnosisOf is the record's diagnosis: the analysis', or, for a record
 // rendered without one, computed from the same input.
-func diagnosisOf(in *Input, d *Decision) *diagnosis.Diagnosis {
+func diagnosisOf(in *Input, d *verdict.Decision) *diagnosis.Diagnosis {
 	if in.Analysis != nil && in.Analysis.Diagnosis != nil {
 		return in.Analysis.Diagnosis
 	}
@@ -150,7 +153,7 @@ func telemetryLineOf(rs *metrics.RowSummary) telemetryLine {
 			l.PrefixHits = pctText(*s.PrefixCacheHitRate)
 		}
 		if s.Preemptions != nil {
-			l.Preemptions = num(*s.Preemptions)
+			l.Preemptions = numfmt.Num(*s.Preemptions)
 			l.PreemptedBad = *s.Preemptions > 0
 		}
 		l.ServerTTFT, l.ServerTPOT = serverDistText(s.TTFT), serverDistText(s.TPOT)
@@ -174,8 +177,8 @@ func telemetryLineOf(rs *metrics.RowSummary) telemetryLine {
 	if g != nil {
 		scrapes = append(scrapes, "GPU "+scrapeCount(g.Scrapes, g.Failed))
 		l.GPUUtil = gaugeText(g.Utilization, pctText)
-		l.Power = gaugeText(g.PowerW, num)
-		l.Memory = gaugeText(g.MemoryUsedGB, num)
+		l.Power = gaugeText(g.PowerW, numfmt.Num)
+		l.Memory = gaugeText(g.MemoryUsedGB, numfmt.Num)
 		if g.GPUs > 1 {
 			l.GPUUtil += fmt.Sprintf(" (%d GPUs)", g.GPUs)
 		}
@@ -204,7 +207,7 @@ func pctText(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
 // requestLevel is a count of requests: whole as it is, a mean to one decimal.
 func requestLevel(v float64) string {
 	if v == math.Trunc(v) {
-		return num(v)
+		return numfmt.Num(v)
 	}
 	return fmt.Sprintf("%.1f", v)
 }
@@ -218,7 +221,7 @@ func serverDistText(d *metrics.ServerDist) string {
 	if d == nil || d.Count == 0 {
 		return "—"
 	}
-	dec := decimals(max(d.Mean, d.P95))
+	dec := numfmt.Decimals(max(d.Mean, d.P95))
 	return fmt.Sprintf("%.*f / %.*f", dec, d.Mean, dec, d.P95)
 }
 
@@ -228,7 +231,7 @@ func gapText(g *metrics.Gap) string {
 	if g == nil {
 		return "—"
 	}
-	return fmt.Sprintf("%+.*f", decimals(g.Mean), g.Mean)
+	return fmt.Sprintf("%+.*f", numfmt.Decimals(g.Mean), g.Mean)
 }
 
 // telemetryNote is what could not be read for a row.

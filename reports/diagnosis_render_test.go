@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // hostileNote is a telemetry note as a server could make it: a metric name
@@ -39,7 +40,7 @@ func diagnosedInput(t *testing.T) *Input {
 			rs.Server = &metrics.ServerTelemetry{Scrapes: 10, NumRequestsWaiting: &metrics.Gauge{Samples: 10}, Preemptions: f(0)}
 		}
 	}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	in.Analysis.Diagnosis = nil
 	return in
 }
@@ -123,7 +124,7 @@ func TestDiagnosisInEveryRecord(t *testing.T) {
 	for i := range in.Summary.Rows {
 		in.Summary.Rows[i].Metrics.TTFT = metrics.NewDist([]float64{40, 41, 42}, nil)
 	}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	in.Analysis = Analyze(in)
 	if in.Analysis.Diagnosis == nil {
 		t.Fatal("Analyze gives no diagnosis")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // TestCSVFormulaCells: text cells of summary.csv that a spreadsheet would
@@ -18,7 +19,7 @@ func TestCSVFormulaCells(t *testing.T) {
 	rs := metrics.RowSummary{ID: id, Base: "-2+3", Status: "@SUM(A1)", Semantics: "+cmd\x1b[2J"}
 	rs.Tokens.Input = metrics.LengthCheck{Requests: 4, Diff: -0.25}
 	sum := &metrics.Summary{Rows: []metrics.RowSummary{rs}}
-	d := &Decision{Rows: []RowVerdict{{ID: id, Verdict: "\tpass"}}}
+	d := &verdict.Decision{Rows: []verdict.RowVerdict{{ID: id, Verdict: "\tpass"}}}
 	var b bytes.Buffer
 	if err := WriteCSV(&b, sum, d); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,9 @@ package reports
 import (
 	"io"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/infermatrix/infermatrix/metrics"
 )
 
@@ -34,13 +37,13 @@ func WriteGitHub(w io.Writer, in *Input) error {
 			continue
 		}
 		m.printf("| %s | %s | %s | %s | %s | %s | %s |\n", code(rs.ID), verdictCell(verdict), cell(validityCell(rv)),
-			triple(rs.Metrics.TTFT), triple(rs.Metrics.TPOT), num(rs.Throughput.OutputTokensPerS), cell(errorsCell(rs)))
+			triple(rs.Metrics.TTFT), triple(rs.Metrics.TPOT), numfmt.Num(rs.Throughput.OutputTokensPerS), cell(errorsCell(rs)))
 	}
 	m.printf("\n")
 	listed := false
 	for i := range d.Rows {
 		rv := &d.Rows[i]
-		if rv.Validity.Valid || rv.Verdict == NotRun || rv.Verdict == Skipped {
+		if rv.Validity.Valid || rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
 			continue
 		}
 		for _, r := range rv.Validity.Reasons {
@@ -52,6 +55,6 @@ func WriteGitHub(w io.Writer, in *Input) error {
 		m.printf("\n")
 	}
 	m.printf("<sub>infermatrix %s, experiment sha256 %s; the full record is decision.md in the run directory.</sub>\n",
-		cell(man.Tool.Version), code(shortCommit(man.Experiment.SHA256)))
+		cell(man.Tool.Version), code(verdict.ShortCommit(man.Experiment.SHA256)))
 	return m.err
 }

@@ -7,10 +7,13 @@ import (
 	"io"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+
 	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // ReportHTML is the self-contained page's file name in a run directory.
@@ -243,7 +246,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 		v.Simulated = simulatedBanner(man)
 	}
 	for _, rv := range d.Rows {
-		if rv.Verdict == NotRun || rv.Verdict == Skipped {
+		if rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
 			continue
 		}
 		for _, r := range rv.Validity.Reasons {
@@ -289,7 +292,7 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdict), Validity: validityBadge(rv)})
 	}
 	for _, id := range p.Skipped {
-		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: id, Verdict: verdictBadge(Skipped), Validity: htmlBadge{"—", ""}})
+		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: id, Verdict: verdictBadge(verdict.Skipped), Validity: htmlBadge{"—", ""}})
 	}
 
 	v.Semantics = semanticsSegs(sum.Semantics)
@@ -329,8 +332,8 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 			}
 			v.RuleResults = append(v.RuleResults, res)
 		}
-		if rv.Verdict == Fail || rv.Verdict == Rejected {
-			v.Rejected = append(v.Rejected, htmlRejected{Row: rv.ID, Why: why, PastCapacity: rv.Verdict == Rejected})
+		if rv.Verdict == verdict.Fail || rv.Verdict == verdict.Rejected {
+			v.Rejected = append(v.Rejected, htmlRejected{Row: rv.ID, Why: why, PastCapacity: rv.Verdict == verdict.Rejected})
 		}
 	}
 	v.SelfCheck = htmlSelfCheckOf(sum)
@@ -358,16 +361,16 @@ func newHTMLView(in *Input, plots []Plot) *htmlView {
 	return v
 }
 
-func htmlVerdictOf(d *Decision) htmlVerdict {
+func htmlVerdictOf(d *verdict.Decision) htmlVerdict {
 	headline, class := verdictHeadline(d)
 	return htmlVerdict{Class: class, Headline: headline, Detail: mdSegs(verdictDetail(d))}
 }
 
 func hypothesisClass(v string) string {
 	switch v {
-	case Supported:
+	case verdict.Supported:
 		return "pass"
-	case Refuted:
+	case verdict.Refuted:
 		return "fail"
 	}
 	return "incomplete"
@@ -375,13 +378,13 @@ func hypothesisClass(v string) string {
 
 func verdictBadge(v string) htmlBadge {
 	switch v {
-	case Pass:
+	case verdict.Pass:
 		return htmlBadge{"✓ pass", "pass"}
-	case Fail:
+	case verdict.Fail:
 		return htmlBadge{"✗ fail", "fail"}
-	case NotRun, Invalid, Skipped:
+	case verdict.NotRun, verdict.Invalid, verdict.Skipped:
 		return htmlBadge{v, "incomplete"}
-	case Rejected:
+	case verdict.Rejected:
 		return htmlBadge{"rejected (past capacity)", "none"}
 	case "":
 		return htmlBadge{"—", ""}
@@ -390,7 +393,7 @@ func verdictBadge(v string) htmlBadge {
 }
 
 // validityBadge is a row's validity for the matrix.
-func validityBadge(rv *RowVerdict) htmlBadge {
+func validityBadge(rv *verdict.RowVerdict) htmlBadge {
 	t := validityText(rv)
 	switch {
 	case t == "—":
@@ -425,12 +428,12 @@ func htmlResultOf(rs *metrics.RowSummary, hasSLO bool) htmlResult {
 	}
 	goodput := "—"
 	if hasSLO {
-		goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
+		goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, numfmt.Num(rs.Goodput.RequestsPerS))
 	}
 	return htmlResult{ID: rs.ID, Status: status,
 		TTFT: triple(mt.TTFT), TPOT: triple(mt.TPOT), ITL: triple(mt.ITL), E2E: triple(mt.E2E),
-		ReqS: num(rs.Throughput.RequestsPerS), OutS: num(rs.Throughput.OutputTokensPerS),
-		PerUser: num(rs.Throughput.OutputTokensPerSU), Goo: goodput,
+		ReqS: numfmt.Num(rs.Throughput.RequestsPerS), OutS: numfmt.Num(rs.Throughput.OutputTokensPerS),
+		PerUser: numfmt.Num(rs.Throughput.OutputTokensPerSU), Goo: goodput,
 		Errors: errorsCell(rs), ErrorsBad: rs.Errors.Total > 0}
 }
 
@@ -439,7 +442,7 @@ func htmlPredictionOf(p RowPrediction) htmlPrediction {
 		if v == 0 {
 			return "—"
 		}
-		return num(v)
+		return numfmt.Num(v)
 	}
 	ratio := func(v float64) string {
 		if v == 0 {
@@ -447,16 +450,16 @@ func htmlPredictionOf(p RowPrediction) htmlPrediction {
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	return htmlPrediction{Row: p.Row, Context: num(p.Context), Decode: num(p.DecodeTokensPerS),
-		TPOTBound: num(p.TPOTBoundMS), MeasuredTPOT: opt(p.MeasuredTPOTMS), TPOTRatio: ratio(p.TPOTRatio),
-		PrefillBound: num(p.PrefillBoundMS), MeasuredTTFT: opt(p.MeasuredTTFTMS), TTFTRatio: ratio(p.TTFTRatio),
+	return htmlPrediction{Row: p.Row, Context: numfmt.Num(p.Context), Decode: numfmt.Num(p.DecodeTokensPerS),
+		TPOTBound: numfmt.Num(p.TPOTBoundMS), MeasuredTPOT: opt(p.MeasuredTPOTMS), TPOTRatio: ratio(p.TPOTRatio),
+		PrefillBound: numfmt.Num(p.PrefillBoundMS), MeasuredTTFT: opt(p.MeasuredTTFTMS), TTFTRatio: ratio(p.TTFTRatio),
 		KV: fmt.Sprint(p.KVCapacityTokens), MaxConc: fmt.Sprint(p.MaxConcurrency),
 		Regime: p.Regime, Evidence: mdSegs(p.Evidence)}
 }
 
 // failureSegs says why a rule failed: each failed clause as code, with the
 // measured values it read or the reason it could not be judged.
-func failureSegs(rr RuleResult) [][]seg {
+func failureSegs(rr verdict.RuleResult) [][]seg {
 	if rr.Reason != "" {
 		return [][]seg{{prose(rr.Reason)}}
 	}
@@ -499,10 +502,10 @@ func htmlSelfCheckOf(sum *metrics.Summary) *htmlSelfCheck {
 		row := htmlSelfCheckRow{ID: rs.ID, Rates: "—", Lag: "—", CPU: "—", MErr: "—", InFlight: "—", ZeroGaps: "—", Cache: cacheCell(rs.Cache),
 			In: lengthBadge(rs.Tokens.Input), Out: lengthBadge(rs.Tokens.Output), Client: htmlBadge{"ok", "pass"}}
 		if c.RequestedRate > 0 {
-			row.Rates = num(c.RequestedRate) + " / " + num(c.ScheduledRate) + " / " + num(c.AchievedRate)
+			row.Rates = numfmt.Num(c.RequestedRate) + " / " + numfmt.Num(c.ScheduledRate) + " / " + numfmt.Num(c.AchievedRate)
 		}
 		if c.DispatchLag.Count > 0 {
-			row.Lag = num(c.DispatchLag.P50) + " / " + num(c.DispatchLag.P99)
+			row.Lag = numfmt.Num(c.DispatchLag.P50) + " / " + numfmt.Num(c.DispatchLag.P99)
 		}
 		if c.Cores > 0 {
 			row.CPU = fmt.Sprintf("%.0f%% of %d cores", 100*c.ClientCPU, c.Cores)
@@ -514,7 +517,7 @@ func htmlSelfCheckOf(sum *metrics.Summary) *htmlSelfCheck {
 			row.MErr = optNum(c.TimerLatenessP99MS) + " / " + optNum(c.MeasurementErrorMS)
 		}
 		if rs.InFlight.Max > 0 {
-			row.InFlight = num(rs.InFlight.Mean) + " / " + num(float64(rs.InFlight.Max))
+			row.InFlight = numfmt.Num(rs.InFlight.Mean) + " / " + numfmt.Num(float64(rs.InFlight.Max))
 		}
 		if c.Gaps > 0 {
 			row.ZeroGaps = fmt.Sprintf("%.1f%%", 100*c.ZeroGapShare)

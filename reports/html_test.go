@@ -12,6 +12,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // Hostile text in every place a server or an experiment writes into the
@@ -67,7 +68,7 @@ func htmlInput(t *testing.T) (*Input, []Plot) {
 		}
 	}
 	in.Summary.Rows[0].SelfCheck.Notes = []string{hostileError}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	in.Analysis = Analyze(in)
 	if len(in.Analysis.Predictions) == 0 {
 		in.Analysis.Predictions = []RowPrediction{{Row: "chat", Context: 260, DecodeTokensPerS: 150.5, TPOTBoundMS: 6.64,
@@ -184,7 +185,7 @@ func TestHTMLNotRunAndInterrupted(t *testing.T) {
 	in.Summary.Interrupted = true
 	last := &in.Summary.Rows[len(in.Summary.Rows)-1]
 	*last = metrics.RowSummary{ID: last.ID, Base: last.Base, Status: metrics.RowNotRun}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	s := string(renderHTML(t, in, nil))
 	for _, want := range []string{"<strong>Interrupted.</strong>", `<td colspan="10"><span class="badge incomplete">not run</span></td>`} {
 		if !strings.Contains(s, want) {

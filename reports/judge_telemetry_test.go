@@ -6,6 +6,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 const telemetryExperiment = `apiVersion: infermatrix/v1
@@ -54,13 +55,13 @@ func telemetryFixture(t *testing.T) (*schema.Plan, *metrics.Summary) {
 // saying the data is missing, as a rule on an empty distribution does.
 func TestJudgeTelemetryRules(t *testing.T) {
 	plan, sum := telemetryFixture(t)
-	d := Judge(plan, sum)
+	d := verdict.Judge(plan, sum)
 	scraped, unscraped, partial := d.Row("scraped"), d.Row("unscraped"), d.Row("partial")
-	if scraped.Verdict != Pass || !scraped.Rules[0].Pass {
+	if scraped.Verdict != verdict.Pass || !scraped.Rules[0].Pass {
 		t.Errorf("scraped = %+v; want pass (no preemption, KV at most 0.6)", scraped)
 	}
 	r := unscraped.Rules[0]
-	if unscraped.Verdict == Pass || r.Pass {
+	if unscraped.Verdict == verdict.Pass || r.Pass {
 		t.Fatalf("unscraped = %+v; a rule on telemetry the row lacks must not pass", unscraped)
 	}
 	if len(r.Failed) != 2 || r.Failed[0].Reason != "the row has no server telemetry" || len(r.Failed[0].Values) != 0 {
@@ -79,7 +80,7 @@ func TestJudgeTelemetryRules(t *testing.T) {
 		t.Errorf("partial clause 1 = %+v; want the KV gauge named as not reported", c)
 	}
 	h1, h2 := d.Hypotheses[0], d.Hypotheses[1]
-	if h1.Verdict != Inconclusive || !strings.Contains(h1.Reason, "row unscraped: the row has no server telemetry") {
+	if h1.Verdict != verdict.Inconclusive || !strings.Contains(h1.Reason, "row unscraped: the row has no server telemetry") {
 		t.Errorf("H1 = %+v; want inconclusive on the unscraped row's missing telemetry", h1)
 	}
 	for _, v := range h1.Values {
@@ -87,23 +88,7 @@ func TestJudgeTelemetryRules(t *testing.T) {
 			t.Errorf("H1 shows %s = %v, a figure the row does not have", v.Name, v.Value)
 		}
 	}
-	if h2.Verdict != Supported || len(h2.Values) != 1 || h2.Values[0].Value != 0.7 {
+	if h2.Verdict != verdict.Supported || len(h2.Values) != 1 || h2.Values[0].Value != 0.7 {
 		t.Errorf("H2 = %+v; want supported with gpu.utilization.mean = 0.7", h2)
-	}
-}
-
-// TestMissingReasonTelemetry: each kind of missing figure is named with why
-// it is missing, the baseline's too.
-func TestMissingReasonTelemetry(t *testing.T) {
-	for names, want := range map[string]string{
-		"baseline.server":                   "the row has no server telemetry in the baseline run",
-		"gpu":                               "the row has no GPU telemetry",
-		"gpu.power_w":                       "the GPUs' exporters did not report gpu.power_w",
-		"ttft,server.ttft":                  "ttft has no samples; the server did not report server.ttft",
-		"baseline.server.preemptions,cache": "the server did not report server.preemptions in the baseline run; the server reported no cached prompt tokens",
-	} {
-		if got := missingReason(strings.Split(names, ",")); got != want {
-			t.Errorf("missingReason(%s) = %q; want %q", names, got, want)
-		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 const experiment = `apiVersion: infermatrix/v1
@@ -71,11 +72,11 @@ func fixture(t *testing.T) (*schema.Plan, *metrics.Summary) {
 
 func TestJudge(t *testing.T) {
 	plan, sum := fixture(t)
-	d := Judge(plan, sum)
-	if d.Verdict != Fail || d.Passed() {
+	d := verdict.Judge(plan, sum)
+	if d.Verdict != verdict.Fail || d.Passed() {
 		t.Errorf("Verdict = %s; want fail", d.Verdict)
 	}
-	want := map[string]string{"idle": Pass, "busy": Fail, "broken": Fail, "gone": NotRun, "free": NoRules}
+	want := map[string]string{"idle": verdict.Pass, "busy": verdict.Fail, "broken": verdict.Fail, "gone": verdict.NotRun, "free": verdict.NoRules}
 	for _, rv := range d.Rows {
 		if rv.Verdict != want[rv.ID] {
 			t.Errorf("row %s: verdict %q; want %q", rv.ID, rv.Verdict, want[rv.ID])
@@ -105,7 +106,7 @@ func TestJudgeEmptyDistribution(t *testing.T) {
 	// TPOT has no samples (one-token outputs), TTFT has: the clause on
 	// tpot must fail saying why, not pass on tpot.p95 == 0.
 	sum.Rows[0].Metrics.TPOT = metrics.NewDist(nil, nil)
-	d := Judge(plan, sum)
+	d := verdict.Judge(plan, sum)
 	r := d.Rows[0].Rules[0]
 	if r.Pass || len(r.Failed) != 1 || r.Failed[0].Reason != "tpot has no samples" {
 		t.Errorf("rule = %+v; want one failed clause: tpot has no samples", r)
@@ -114,19 +115,19 @@ func TestJudgeEmptyDistribution(t *testing.T) {
 
 func TestHypotheses(t *testing.T) {
 	plan, sum := fixture(t)
-	d := Judge(plan, sum)
+	d := verdict.Judge(plan, sum)
 	if len(d.Hypotheses) != 2 {
 		t.Fatalf("hypotheses = %+v", d.Hypotheses)
 	}
 	h1, h2 := d.Hypotheses[0], d.Hypotheses[1]
-	if h1.Verdict != Supported || len(h1.Values) != 2 || h1.Values[0].Value != 375 || h1.Values[1].Value != 21.9 {
+	if h1.Verdict != verdict.Supported || len(h1.Values) != 2 || h1.Values[0].Value != 375 || h1.Values[1].Value != 21.9 {
 		t.Errorf("H1 = %+v; want supported with both p95s", h1)
 	}
-	if h2.Verdict != Inconclusive || !strings.Contains(h2.Reason, "no data for row gone") {
+	if h2.Verdict != verdict.Inconclusive || !strings.Contains(h2.Reason, "no data for row gone") {
 		t.Errorf("H2 = %+v; want inconclusive: the row did not run", h2)
 	}
 	sum.Rows[1].Metrics.TTFT = metrics.NewDist([]float64{1, 2, 3}, nil)
-	if h := Judge(plan, sum).Hypotheses[0]; h.Verdict != Refuted {
+	if h := verdict.Judge(plan, sum).Hypotheses[0]; h.Verdict != verdict.Refuted {
 		t.Errorf("H1 with a fast busy row = %s; want refuted", h.Verdict)
 	}
 }
@@ -137,8 +138,8 @@ func TestHypotheses(t *testing.T) {
 func TestHypothesisOnEmptyMetric(t *testing.T) {
 	plan, sum := fixture(t)
 	sum.Rows[0].Metrics.TTFT = metrics.NewDist(nil, nil)
-	h := Judge(plan, sum).Hypotheses[0]
-	if h.Verdict != Inconclusive || h.Reason != "it depends on rows.idle.ttft, which has no samples" {
+	h := verdict.Judge(plan, sum).Hypotheses[0]
+	if h.Verdict != verdict.Inconclusive || h.Reason != "it depends on rows.idle.ttft, which has no samples" {
 		t.Errorf("H1 = %+v; want inconclusive, naming the empty metric", h)
 	}
 	for _, v := range h.Values {
@@ -176,8 +177,8 @@ validity: {ignore: [samples, steady_state]}
 		rs := row("r", nil, nil, 0)
 		rs.Metrics.E2E = metrics.NewDist([]float64{50, 60}, nil)
 		rs.Requests.Completed, rs.Requests.Sent = 2, 2
-		d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
-		if got := d.Rows[0].Verdict == Pass; got != tt.pass {
+		d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
+		if got := d.Rows[0].Verdict == verdict.Pass; got != tt.pass {
 			t.Errorf("%s: pass = %v; want %v (%+v, %+v)", tt.expect, got, tt.pass, d.Rows[0].Rules, d.Rows[0].Validity)
 		}
 	}
@@ -187,11 +188,11 @@ func TestRunVerdicts(t *testing.T) {
 	plan, sum := fixture(t)
 	// Only rows without failures: idle passes, gone did not run.
 	sum.Rows = []metrics.RowSummary{sum.Rows[0], sum.Rows[3]}
-	if d := Judge(plan, sum); d.Verdict != Inconclusive {
+	if d := verdict.Judge(plan, sum); d.Verdict != verdict.Inconclusive {
 		t.Errorf("verdict %s; want inconclusive: a row with rules did not run", d.Verdict)
 	}
 	sum.Interrupted = true
-	if d := Judge(plan, sum); d.Verdict != Incomplete {
+	if d := verdict.Judge(plan, sum); d.Verdict != verdict.Incomplete {
 		t.Errorf("verdict %s; want incomplete: the run was interrupted", d.Verdict)
 	}
 	noRules, err := schema.Parse("x.yaml", []byte(`apiVersion: infermatrix/v1
@@ -202,8 +203,8 @@ rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 8}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := Judge(noRules, &metrics.Summary{Rows: []metrics.RowSummary{row("r", nil, nil, 2)}})
-	if d.Verdict != NoRules {
+	d := verdict.Judge(noRules, &metrics.Summary{Rows: []metrics.RowSummary{row("r", nil, nil, 2)}})
+	if d.Verdict != verdict.NoRules {
 		t.Errorf("verdict %s; want none: nothing was judged", d.Verdict)
 	}
 }
@@ -212,7 +213,7 @@ func TestInterruptedRunHasNoPassingVerdict(t *testing.T) {
 	plan, sum := fixture(t)
 	sum.Rows = sum.Rows[:1] // only idle, which passes
 	sum.Interrupted = true
-	if d := Judge(plan, sum); d.Verdict == Pass {
+	if d := verdict.Judge(plan, sum); d.Verdict == verdict.Pass {
 		t.Error("an interrupted run was judged pass")
 	}
 }
@@ -228,7 +229,7 @@ func TestMarkdown(t *testing.T) {
 		Server:     rundir.ServerInfo{Declared: plan.Server},
 	}
 	var b bytes.Buffer
-	in := &Input{Plan: plan, Manifest: man, Summary: sum, Decision: Judge(plan, sum)}
+	in := &Input{Plan: plan, Manifest: man, Summary: sum, Decision: verdict.Judge(plan, sum)}
 	if err := WriteMarkdown(&b, in); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestCSV(t *testing.T) {
 	plan, sum := fixture(t)
 	sum.Percentiles = []float64{50, 99.9}
 	var b bytes.Buffer
-	if err := WriteCSV(&b, sum, Judge(plan, sum)); err != nil {
+	if err := WriteCSV(&b, sum, verdict.Judge(plan, sum)); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&b).ReadAll()
@@ -296,7 +297,7 @@ func TestCSV(t *testing.T) {
 		}
 	}
 	busy := recs[2]
-	if busy[col["row"]] != "busy" || busy[col["verdict"]] != Fail || busy[col["ttft_ms_p95"]] != "375" {
+	if busy[col["row"]] != "busy" || busy[col["verdict"]] != verdict.Fail || busy[col["ttft_ms_p95"]] != "375" {
 		t.Errorf("busy line = %v", busy)
 	}
 	if broken := recs[3]; broken[col["ttft_ms_count"]] != "0" || broken[col["ttft_ms_p95"]] != "" {

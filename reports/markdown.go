@@ -7,11 +7,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // Input is everything a decision record is rendered from.
@@ -19,7 +22,7 @@ type Input struct {
 	Plan     *schema.Plan
 	Manifest *rundir.Manifest
 	Summary  *metrics.Summary
-	Decision *Decision
+	Decision *verdict.Decision
 	// Analysis is derived from the above by Analyze; Write fills it in.
 	Analysis *Analysis
 	// Records calls fn for each per-request record of a row, in file
@@ -36,7 +39,7 @@ type Input struct {
 	// Baseline is the run the rules' baseline.<metric> read (run
 	// --baseline, the experiment's baseline key, or for report the one the
 	// manifest recorded); nil for none.
-	Baseline *Baseline
+	Baseline *verdict.Baseline
 
 	plots []Plot // rendered by Write, linked from decision.md
 }
@@ -118,7 +121,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(r.ID), cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
 	}
 	for _, id := range p.Skipped {
-		m.printf("| %s | | | | | | %s | — |\n", code(id), verdictCell(Skipped))
+		m.printf("| %s | | | | | | %s | — |\n", code(id), verdictCell(verdict.Skipped))
 	}
 	m.printf("\n")
 
@@ -144,11 +147,11 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		}
 		goodput := "—"
 		if !sum.SLO.IsZero() {
-			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, num(rs.Goodput.RequestsPerS))
+			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, numfmt.Num(rs.Goodput.RequestsPerS))
 		}
 		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", code(rs.ID), cell(status),
 			triple(mt.TTFT), triple(mt.TPOT), itlCell(rs, p.Validity), triple(mt.E2E),
-			num(rs.Throughput.RequestsPerS), num(rs.Throughput.OutputTokensPerS), num(rs.Throughput.OutputTokensPerSU),
+			numfmt.Num(rs.Throughput.RequestsPerS), numfmt.Num(rs.Throughput.OutputTokensPerS), numfmt.Num(rs.Throughput.OutputTokensPerSU),
 			goodput, cell(errorsCell(rs)))
 	}
 	m.printf("\n")
@@ -181,7 +184,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 				if !rr.Pass {
 					res = "**fail**: " + failureText(rr)
 				}
-				if rv.Verdict == Invalid {
+				if rv.Verdict == verdict.Invalid {
 					res = "not judged (invalid row); its figures would " + res
 				}
 				if rr.Unjudged != "" {
@@ -193,9 +196,9 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("\n")
 	}
 
-	var rejected []RowVerdict
+	var rejected []verdict.RowVerdict
 	for _, rv := range d.Rows {
-		if rv.Verdict == Fail || rv.Verdict == Rejected {
+		if rv.Verdict == verdict.Fail || rv.Verdict == verdict.Rejected {
 			rejected = append(rejected, rv)
 		}
 	}
@@ -209,7 +212,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 				}
 			}
 			past := ""
-			if rv.Verdict == Rejected {
+			if rv.Verdict == verdict.Rejected {
 				past = " (past the operating point: it does not fail the run)"
 			}
 			m.printf("- %s%s: %s\n", codeSpan(rv.ID), past, strings.Join(why, "; "))
@@ -331,10 +334,10 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		c := rs.SelfCheck
 		rates, lag := "—", "—"
 		if c.RequestedRate > 0 {
-			rates = num(c.RequestedRate) + " / " + num(c.ScheduledRate) + " / " + num(c.AchievedRate)
+			rates = numfmt.Num(c.RequestedRate) + " / " + numfmt.Num(c.ScheduledRate) + " / " + numfmt.Num(c.AchievedRate)
 		}
 		if c.DispatchLag.Count > 0 {
-			lag = num(c.DispatchLag.P50) + " / " + num(c.DispatchLag.P99)
+			lag = numfmt.Num(c.DispatchLag.P50) + " / " + numfmt.Num(c.DispatchLag.P99)
 		}
 		cpu, merr := "—", "—"
 		if c.Cores > 0 {
@@ -348,7 +351,7 @@ func (m *mdWriter) selfCheck(sum *metrics.Summary) {
 		}
 		inflight := "—"
 		if rs.InFlight.Max > 0 {
-			inflight = num(rs.InFlight.Mean) + " / " + num(float64(rs.InFlight.Max))
+			inflight = numfmt.Num(rs.InFlight.Mean) + " / " + numfmt.Num(float64(rs.InFlight.Max))
 		}
 		zero := "—"
 		if c.Gaps > 0 {
@@ -382,7 +385,7 @@ func optNum(v float64) string {
 	if v == 0 {
 		return "—"
 	}
-	return num(v)
+	return numfmt.Num(v)
 }
 
 // cacheCell shows the server's prefix-cache hit ratio and the share of
@@ -421,7 +424,7 @@ func (m *mdWriter) printf(format string, args ...any) {
 	}
 }
 
-func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
+func (m *mdWriter) verdict(d *verdict.Decision, sum *metrics.Summary) {
 	if sum.Interrupted {
 		m.printf("> **Interrupted.** The run was stopped before it finished; the numbers below cover only what was measured.\n\n")
 	}
@@ -431,12 +434,12 @@ func (m *mdWriter) verdict(d *Decision, sum *metrics.Summary) {
 
 // validity lists every invalid row with each failed check and what to do
 // about it, and the notes of the valid ones.
-func (m *mdWriter) validity(d *Decision) {
-	var invalid, noted []*RowVerdict
+func (m *mdWriter) validity(d *verdict.Decision) {
+	var invalid, noted []*verdict.RowVerdict
 	for i := range d.Rows {
 		rv := &d.Rows[i]
 		switch {
-		case rv.Verdict == NotRun || rv.Verdict == Skipped:
+		case rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped:
 		case !rv.Validity.Valid:
 			invalid = append(invalid, rv)
 		case len(rv.Validity.Notes) > 0:
@@ -471,13 +474,13 @@ func (m *mdWriter) validity(d *Decision) {
 
 func verdictCell(v string) string {
 	switch v {
-	case Pass:
+	case verdict.Pass:
 		return "✅ pass"
-	case Fail:
+	case verdict.Fail:
 		return "❌ **fail**"
-	case Invalid:
+	case verdict.Invalid:
 		return "⚠ invalid"
-	case Rejected:
+	case verdict.Rejected:
 		return "rejected (past capacity)"
 	case "":
 		return "—"
@@ -487,7 +490,7 @@ func verdictCell(v string) string {
 
 // validityCell is a row's validity for the matrix: ✓, or the failed
 // checks.
-func validityCell(rv *RowVerdict) string {
+func validityCell(rv *verdict.RowVerdict) string {
 	t := validityText(rv)
 	if rv != nil && rv.Validity.Valid && t == "valid" {
 		return "✓ valid"
@@ -503,13 +506,6 @@ func itlCell(rs *metrics.RowSummary, v schema.ValidityPlan) string {
 		t += fmt.Sprintf(" ⚠ bursts (%.0f%% zero gaps)", 100*c.ZeroGapShare)
 	}
 	return t
-}
-
-func shortCommit(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
 }
 
 func formatMap(m map[string]any) string {
@@ -531,40 +527,9 @@ func triple(d metrics.Dist) string {
 	if d.Count == 0 {
 		return "—"
 	}
-	dec := decimals(d.P99)
+	dec := numfmt.Decimals(d.P99)
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', dec, 64) }
 	return f(d.P50) + " / " + f(d.P95) + " / " + f(d.P99)
-}
-
-// decimals is the number of decimals that suits a value's size: enough
-// digits to compare rows, no false precision.
-func decimals(v float64) int {
-	switch a := abs64(v); {
-	case a < 1:
-		return 3
-	case a < 10:
-		return 2
-	case a < 1000:
-		return 1
-	default:
-		return 0
-	}
-}
-
-// num formats one measurement with the precision its size suits; whole
-// numbers (counts, mostly) print without decimals.
-func num(v float64) string {
-	if v == float64(int64(v)) && abs64(v) < 1e15 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatFloat(v, 'f', decimals(v), 64)
-}
-
-func abs64(v float64) float64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 func errorsCell(rs *metrics.RowSummary) string {
@@ -606,7 +571,7 @@ func sloText(s metrics.SLO) string {
 
 // failureText says why a rule failed, as Markdown safe in a table cell:
 // each failed clause with the measured values it read.
-func failureText(rr RuleResult) string {
+func failureText(rr verdict.RuleResult) string {
 	if rr.Reason != "" {
 		return cell(rr.Reason)
 	}
@@ -624,10 +589,10 @@ func failureText(rr RuleResult) string {
 	return strings.Join(parts, "; ")
 }
 
-func formatValues(vs []Value) string {
+func formatValues(vs []verdict.Value) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		parts[i] = v.Name + " = " + num(v.Value)
+		parts[i] = v.Name + " = " + numfmt.Num(v.Value)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -780,13 +745,13 @@ func (m *mdWriter) predictions(p *schema.Plan, preds []RowPrediction) {
 		if v == 0 {
 			return "—"
 		}
-		return num(v) + " ms"
+		return numfmt.Num(v) + " ms"
 	}
 	for _, p := range preds {
-		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s<br>%s |\n", code(p.Row), num(p.Context),
-			num(p.DecodeTokensPerS), ms(p.TPOTBoundMS), ms(p.MeasuredTPOTMS), ratio(p.TPOTRatio),
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s<br>%s |\n", code(p.Row), numfmt.Num(p.Context),
+			numfmt.Num(p.DecodeTokensPerS), ms(p.TPOTBoundMS), ms(p.MeasuredTPOTMS), ratio(p.TPOTRatio),
 			ms(p.PrefillBoundMS), ms(p.MeasuredTTFTMS), ratio(p.TTFTRatio),
-			num(float64(p.KVCapacityTokens)), num(float64(p.MaxConcurrency)), p.Regime, cell(p.Evidence))
+			numfmt.Num(float64(p.KVCapacityTokens)), numfmt.Num(float64(p.MaxConcurrency)), p.Regime, cell(p.Evidence))
 	}
 	m.printf("\n")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/validity"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -269,9 +270,9 @@ func TestServerLoadFigure(t *testing.T) {
 	})
 	t.Run("invalid row labelled", func(t *testing.T) {
 		in := telemetryInput()
-		in.Decision = &Decision{}
+		in.Decision = &verdict.Decision{}
 		for _, rs := range in.Summary.Rows {
-			in.Decision.Rows = append(in.Decision.Rows, RowVerdict{ID: rs.ID, Validity: validity.Verdict{Valid: rs.ID != "saturation/c=64"}})
+			in.Decision.Rows = append(in.Decision.Rows, verdict.RowVerdict{ID: rs.ID, Validity: validity.Verdict{Valid: rs.ID != "saturation/c=64"}})
 		}
 		f := serverLoadFigure(in, &in.Analysis.Sweeps[0])
 		if f == nil {

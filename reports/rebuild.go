@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -79,7 +81,7 @@ func ownPlan(dir *rundir.Dir, man *rundir.Manifest) (*schema.Plan, error) {
 	}
 	if got := sha256Hex(b); got != man.Experiment.SHA256 {
 		return nil, fmt.Errorf("%w: %s in %s has sha256 %s, but the run recorded %s: it was edited after the run, and the run's summaries cannot be rebuilt with its settings",
-			ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, shortCommit(got), shortCommit(man.Experiment.SHA256))
+			ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, verdict.ShortCommit(got), verdict.ShortCommit(man.Experiment.SHA256))
 	}
 	return parseAsRun(filepath.Join(dir.Path, rundir.ExperimentFile), b, man, baselineOption(man, RerenderOptions{}))
 }
@@ -100,7 +102,7 @@ func rebuildManifest(dir *rundir.Dir, why string) (*rundir.Manifest, string, err
 	if b, err := os.ReadFile(filepath.Join(dir.Path, rundir.HashFile)); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 && f[0] != sum {
 			return nil, "", fmt.Errorf("%w: %s in %s has sha256 %s, but %s records %s: it was edited after the run, and without %s nothing else says what was run",
-				ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, shortCommit(sum), rundir.HashFile, shortCommit(f[0]), rundir.ManifestFile)
+				ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, verdict.ShortCommit(sum), rundir.HashFile, verdict.ShortCommit(f[0]), rundir.ManifestFile)
 		}
 	}
 	file := filepath.Join(dir.Path, rundir.ExperimentFile)

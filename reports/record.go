@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/infermatrix/infermatrix/discovery"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -18,15 +20,15 @@ import (
 
 // verdictHeadline is the run verdict as the record's headline, and the
 // class the HTML page colours it with.
-func verdictHeadline(d *Decision) (headline, class string) {
+func verdictHeadline(d *verdict.Decision) (headline, class string) {
 	switch d.Verdict {
-	case Pass:
+	case verdict.Pass:
 		return "PASS", "pass"
-	case Fail:
+	case verdict.Fail:
 		return "FAIL", "fail"
-	case Inconclusive:
+	case verdict.Inconclusive:
 		return "INCONCLUSIVE", "incomplete"
-	case Incomplete:
+	case verdict.Incomplete:
 		return "INCOMPLETE", "incomplete"
 	}
 	return "none", "none"
@@ -34,18 +36,18 @@ func verdictHeadline(d *Decision) (headline, class string) {
 
 // verdictDetail says what decided the verdict, in sentences with row ids
 // as code spans.
-func verdictDetail(d *Decision) string {
-	by := d.byVerdict()
-	pass, fail, rejected, invalid := by[Pass], by[Fail], by[Rejected], by[Invalid]
+func verdictDetail(d *verdict.Decision) string {
+	by := d.ByVerdict()
+	pass, fail, rejected, invalid := by[verdict.Pass], by[verdict.Fail], by[verdict.Rejected], by[verdict.Invalid]
 	judged := len(pass) + len(fail) + len(rejected) + len(invalid)
 	var b strings.Builder
 	switch d.Verdict {
-	case Pass:
+	case verdict.Pass:
 		fmt.Fprintf(&b, "%d of %d judged rows are valid and meet acceptance.", len(pass), judged)
 		if len(rejected) > 0 {
 			fmt.Fprintf(&b, " Sweep points past the operating point, rejected as intended: %s.", codeList(rejected))
 		}
-	case Fail:
+	case verdict.Fail:
 		valid := len(pass) + len(fail) + len(rejected)
 		if len(fail) > 0 {
 			fmt.Fprintf(&b, "%d of %d valid judged rows fail acceptance: %s.", len(fail), valid, codeList(fail))
@@ -59,9 +61,9 @@ func verdictDetail(d *Decision) string {
 		if len(rest) > 0 {
 			fmt.Fprintf(&b, " Also: %s.", strings.Join(rest, "; "))
 		}
-	case Inconclusive:
+	case verdict.Inconclusive:
 		fmt.Fprintf(&b, "Nothing failed, but this record cannot sign a plan off: %s.", strings.Join(d.Why, "; "))
-	case Incomplete:
+	case verdict.Incomplete:
 		b.WriteString("The run was interrupted; this record cannot sign a plan off.")
 		if len(d.Why) > 0 {
 			fmt.Fprintf(&b, " So far: %s.", strings.Join(d.Why, "; "))
@@ -72,8 +74,8 @@ func verdictDetail(d *Decision) string {
 			fmt.Fprintf(&b, " **Most requests failed** (%d of %d): the run measured failures, not the server's performance.", d.Failed, d.Sent)
 		}
 	}
-	if d.Verdict != NoRules {
-		if n := len(by[NoRules]); n == 1 {
+	if d.Verdict != verdict.NoRules {
+		if n := len(by[verdict.NoRules]); n == 1 {
 			b.WriteString(" 1 row has no acceptance rule.")
 		} else if n > 1 {
 			fmt.Fprintf(&b, " %d rows have no acceptance rule.", n)
@@ -82,10 +84,10 @@ func verdictDetail(d *Decision) string {
 	if d.Rebuilt != "" {
 		b.WriteString(" " + d.Rebuilt)
 	}
-	if d.Verdict == Pass || d.Verdict == NoRules {
+	if d.Verdict == verdict.Pass || d.Verdict == verdict.NoRules {
 		var bad []string
 		for _, rv := range d.Rows {
-			if rv.Verdict == NoRules && !rv.Validity.Valid {
+			if rv.Verdict == verdict.NoRules && !rv.Validity.Valid {
 				bad = append(bad, rv.ID)
 			}
 		}
@@ -106,8 +108,8 @@ func codeList(ids []string) string {
 
 // validityText is a row's validity at a glance: "valid", "invalid: load,
 // samples", or "—" for a row without measurements.
-func validityText(rv *RowVerdict) string {
-	if rv == nil || rv.Verdict == NotRun || rv.Verdict == Skipped {
+func validityText(rv *verdict.RowVerdict) string {
+	if rv == nil || rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
 		return "—"
 	}
 	return rv.Validity.Summary()
@@ -250,7 +252,7 @@ func runFacts(man *rundir.Manifest) [][2]string {
 	}
 	tool := "infermatrix " + man.Tool.Version
 	if man.Tool.Commit != "" {
-		tool += " (" + shortCommit(man.Tool.Commit) + ")"
+		tool += " (" + verdict.ShortCommit(man.Tool.Commit) + ")"
 	}
 	out = append(out, [2]string{"Tool", tool + ", " + man.Tool.Go})
 	out = append(out, [2]string{"Client host", fmt.Sprintf("%s (%s/%s, %d CPUs)", man.Host.Name, man.Host.OS, man.Host.Arch, man.Host.CPUs)})
@@ -259,7 +261,7 @@ func runFacts(man *rundir.Manifest) [][2]string {
 		run += fmt.Sprintf(" to %s (%s)", man.Ended.Format("15:04:05 UTC"), man.Ended.Sub(man.Started).Round(1e8))
 	}
 	out = append(out, [2]string{"Run", run})
-	out = append(out, [2]string{"Experiment", fmt.Sprintf("%s, sha256 %s", man.Experiment.File, shortCommit(man.Experiment.SHA256))})
+	out = append(out, [2]string{"Experiment", fmt.Sprintf("%s, sha256 %s", man.Experiment.File, verdict.ShortCommit(man.Experiment.SHA256))})
 	return out
 }
 
@@ -317,11 +319,11 @@ type rowNote struct {
 
 // groupedNotes gathers the rows' validity notes, each text once with every
 // row it applies to, in the order the notes first appear.
-func groupedNotes(d *Decision) []rowNote {
+func groupedNotes(d *verdict.Decision) []rowNote {
 	var out []rowNote
 	at := map[string]int{}
 	for _, rv := range d.Rows {
-		if rv.Verdict == NotRun || rv.Verdict == Skipped {
+		if rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
 			continue
 		}
 		for _, n := range rv.Validity.Notes {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // TestReportsMaskCredentials: an engine flag named like a credential and a
@@ -24,7 +25,7 @@ func TestReportsMaskCredentials(t *testing.T) {
 	}
 	in.Plan.Server.Engine.Flags = in.Manifest.Server.Declared.Engine.Flags
 	in.Manifest.Command = []string{"infermatrix", "run", "x.yaml", "--target", "https://alice:SEKRIT-pw@h/v1?key=SEKRIT-q"}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	in.Analysis = Analyze(in)
 
 	var md, html, xlsx bytes.Buffer

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -99,7 +101,7 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Decision = JudgeWith(in.Plan, in.Summary, in.Baseline)
+	in.Decision = verdict.JudgeWith(in.Plan, in.Summary, in.Baseline)
 	out := dir
 	res := &Rerendered{Notes: notes}
 	switch {
@@ -121,7 +123,7 @@ func Rerender(path string, opts RerenderOptions) (*Rerendered, error) {
 		label := "rerender"
 		switch {
 		case opts.Experiment != "":
-			label = shortCommit(in.Plan.SHA256)
+			label = verdict.ShortCommit(in.Plan.SHA256)
 			if opts.Semantics != "" {
 				label += "-" + opts.Semantics
 			}
@@ -171,7 +173,7 @@ func recordedVerdicts(dir *rundir.Dir) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	var d Decision
+	var d verdict.Decision
 	if json.Unmarshal(b, &d) != nil {
 		return "", false
 	}
@@ -180,7 +182,7 @@ func recordedVerdicts(dir *rundir.Dir) (string, bool) {
 
 // verdictsOf is a decision's run and row verdicts in one line, to tell
 // whether two judgements agree.
-func verdictsOf(d *Decision) string {
+func verdictsOf(d *verdict.Decision) string {
 	parts := []string{d.Verdict}
 	for _, rv := range d.Rows {
 		parts = append(parts, rv.ID+"="+rv.Verdict)
@@ -243,9 +245,9 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 	}
 	if opts.Experiment != "" || opts.Semantics != "" || opts.Baseline != "" {
 		var b strings.Builder
-		fmt.Fprintf(&b, "This record judges run %s, made with experiment %s (sha256 %s), ", dir.Path, orNone(man.Experiment.File), shortCommit(man.Experiment.SHA256))
+		fmt.Fprintf(&b, "This record judges run %s, made with experiment %s (sha256 %s), ", dir.Path, orNone(man.Experiment.File), verdict.ShortCommit(man.Experiment.SHA256))
 		if opts.Experiment != "" {
-			fmt.Fprintf(&b, "by experiment %s (sha256 %s)", opts.Experiment, shortCommit(plan.SHA256))
+			fmt.Fprintf(&b, "by experiment %s (sha256 %s)", opts.Experiment, verdict.ShortCommit(plan.SHA256))
 		} else {
 			b.WriteString("by its own experiment")
 		}
@@ -296,7 +298,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 		}
 		if got := sha256Hex(b); got != man.Experiment.SHA256 {
 			return nil, nil, fmt.Errorf("%w: %s in %s has sha256 %s, but the run recorded %s: it was edited after the run; pass the edited file with --experiment to judge the run by it",
-				ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, shortCommit(got), shortCommit(man.Experiment.SHA256))
+				ErrInvalidExperiment, rundir.ExperimentFile, dir.Path, verdict.ShortCommit(got), verdict.ShortCommit(man.Experiment.SHA256))
 		}
 		// Parsed under the name it was run from, so that relative paths
 		// in it (datasets, traces, tokenizers) resolve as they did and the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // editedExperiment writes the fixture's experiment.yaml with replacements
@@ -43,7 +44,7 @@ func judgeRun(t *testing.T, run string, opts RerenderOptions) (*Input, []string,
 	if err != nil {
 		return nil, nil, err
 	}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	in.Analysis = Analyze(in)
 	return in, notes, nil
 }
@@ -85,13 +86,13 @@ func TestRerenderRestoresSamples(t *testing.T) {
 		}
 	}
 	// long_prompt's TTFT is about 310 ms, sweep/c=4's ITL about 19 ms.
-	want := map[string]string{"chat": Pass, "long_prompt": Fail, "sweep/c=1": Pass, "sweep/c=4": Fail}
+	want := map[string]string{"chat": verdict.Pass, "long_prompt": verdict.Fail, "sweep/c=1": verdict.Pass, "sweep/c=4": verdict.Fail}
 	for id, v := range want {
 		if got[id] != v {
 			t.Errorf("row %s: verdict %q; want %q", id, got[id], v)
 		}
 	}
-	if in.Decision.Verdict != Fail {
+	if in.Decision.Verdict != verdict.Fail {
 		t.Errorf("verdict %q; want fail", in.Decision.Verdict)
 	}
 	md := markdownOf(t, in)
@@ -121,7 +122,7 @@ func TestRerenderStoredSummaryWhenRecordsDiffer(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "row chat: its records do not reproduce summary.json") {
 		t.Errorf("notes %q; want one about row chat", notes)
 	}
-	if in.Decision.Verdict != Fail || in.Decision.Rows[0].Verdict != Pass {
+	if in.Decision.Verdict != verdict.Fail || in.Decision.Rows[0].Verdict != verdict.Pass {
 		t.Errorf("verdicts %+v; want the stored summary judged as before", in.Decision)
 	}
 }

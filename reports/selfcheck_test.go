@@ -8,6 +8,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // TestMarkdownSelfCheckAndSemantics: decision.md says which semantics the
@@ -29,7 +30,7 @@ func TestMarkdownSelfCheckAndSemantics(t *testing.T) {
 	busy.SelfCheck = metrics.SelfCheck{ClientCPU: 0.95, Cores: 2, MeasurementErrorMS: 3, ClientBound: true, Notes: []string{"the client's process used 95% of its 2 cores"}}
 	busy.SemanticsNotes = []string{"3 of 3 successful requests have no choice-chunk stamps"}
 	var b bytes.Buffer
-	in := &Input{Plan: plan, Manifest: &rundir.Manifest{Server: rundir.ServerInfo{Declared: plan.Server}}, Summary: sum, Decision: Judge(plan, sum)}
+	in := &Input{Plan: plan, Manifest: &rundir.Manifest{Server: rundir.ServerInfo{Declared: plan.Server}}, Summary: sum, Decision: verdict.Judge(plan, sum)}
 	if err := WriteMarkdown(&b, in); err != nil {
 		t.Fatal(err)
 	}

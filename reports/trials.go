@@ -2,8 +2,11 @@ package reports
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 
 	"github.com/infermatrix/infermatrix/metrics"
 )
@@ -75,7 +78,7 @@ func intervalText(rs *metrics.RowSummary, fig, unit string) string {
 // fixed formats v with the decimals that suit scale, so a figure and its
 // bounds line up.
 func fixed(v, scale float64) string {
-	return strconv.FormatFloat(v, 'f', decimals(max(abs64(v), abs64(scale))), 64)
+	return strconv.FormatFloat(v, 'f', numfmt.Decimals(max(math.Abs(v), math.Abs(scale))), 64)
 }
 
 func distOf(rs *metrics.RowSummary, name string) metrics.Dist {
@@ -137,7 +140,7 @@ func trialCells(t *metrics.RowSummary) []string {
 	}
 	return []string{strconv.Itoa(t.Trial), status,
 		triple(t.Metrics.TTFT), triple(t.Metrics.TPOT), triple(t.Metrics.ITL), triple(t.Metrics.E2E),
-		num(t.Throughput.RequestsPerS), num(t.Throughput.OutputTokensPerS), errorsCell(t)}
+		numfmt.Num(t.Throughput.RequestsPerS), numfmt.Num(t.Throughput.OutputTokensPerS), errorsCell(t)}
 }
 
 // trials writes decision.md's section on repeated rows: each one's pooled

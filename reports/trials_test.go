@@ -12,6 +12,7 @@ import (
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // repeatedRun runs a row of three trials and a plain row on the built-in
@@ -62,7 +63,7 @@ func TestRepeatedRowReport(t *testing.T) {
 		}
 	}
 	rv := in.Decision.Row("rep")
-	if rv == nil || len(rv.Rules) != 1 || !rv.Rules[0].Pass || rv.Verdict == Fail {
+	if rv == nil || len(rv.Rules) != 1 || !rv.Rules[0].Pass || rv.Verdict == verdict.Fail {
 		t.Fatalf("rep: %+v", rv)
 	}
 	md := markdownOf(t, in)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // sweepExperiment has a three-point sweep judged by its operating point,
@@ -52,7 +53,7 @@ func verdictsFixture(t *testing.T, sat []float64) (*schema.Plan, *metrics.Summar
 	return plan, sum
 }
 
-func verdictMap(d *Decision) map[string]string {
+func verdictMap(d *verdict.Decision) map[string]string {
 	out := map[string]string{}
 	for _, rv := range d.Rows {
 		out[rv.ID] = rv.Verdict
@@ -64,21 +65,21 @@ func verdictMap(d *Decision) map[string]string {
 // failing the run, and the run passes with the operating point named.
 func TestOperatingPointRule(t *testing.T) {
 	plan, sum := verdictsFixture(t, []float64{50, 120, 900})
-	d := Judge(plan, sum)
-	if d.Verdict != Pass {
+	d := verdict.Judge(plan, sum)
+	if d.Verdict != verdict.Pass {
 		t.Fatalf("verdict %s (%q); want pass: c=64 is past capacity, as the sweep means to find", d.Verdict, d.Why)
 	}
-	if v := verdictMap(d); v["sat/c=64"] != Rejected || v["sat/c=16"] != Pass || v["chat"] != Pass || v["free"] != NoRules {
+	if v := verdictMap(d); v["sat/c=64"] != verdict.Rejected || v["sat/c=16"] != verdict.Pass || v["chat"] != verdict.Pass || v["free"] != verdict.NoRules {
 		t.Errorf("row verdicts %v", v)
 	}
-	if len(d.OperatingPoints) != 1 || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != Pass ||
+	if len(d.OperatingPoints) != 1 || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != verdict.Pass ||
 		!slices.Equal(d.OperatingPoints[0].Rejected, []string{"sat/c=64"}) {
 		t.Errorf("operating points %+v", d.OperatingPoints)
 	}
 
 	// No point passes, every point valid: the sweep fails the run.
 	plan, sum = verdictsFixture(t, []float64{500, 600, 900})
-	if d := Judge(plan, sum); d.Verdict != Fail || d.OperatingPoints[0].Verdict != Fail {
+	if d := verdict.Judge(plan, sum); d.Verdict != verdict.Fail || d.OperatingPoints[0].Verdict != verdict.Fail {
 		t.Errorf("no passing point: %s, %+v; want fail", d.Verdict, d.OperatingPoints)
 	}
 
@@ -87,14 +88,14 @@ func TestOperatingPointRule(t *testing.T) {
 	// run inconclusive.
 	plan, sum = verdictsFixture(t, []float64{50, 120, 150})
 	sum.Rows[3].InFlight.Mean = 20 // c=64 never had its 64 users busy
-	d = Judge(plan, sum)
-	if d.Verdict != Inconclusive || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != Inconclusive {
+	d = verdict.Judge(plan, sum)
+	if d.Verdict != verdict.Inconclusive || d.OperatingPoints[0].Row != "sat/c=16" || d.OperatingPoints[0].Verdict != verdict.Inconclusive {
 		t.Errorf("invalid point above: %s, %+v; want inconclusive with c=16 as a lower bound", d.Verdict, d.OperatingPoints)
 	}
 	// An invalid point below the operating point changes nothing.
 	plan, sum = verdictsFixture(t, []float64{50, 120, 900})
 	sum.Rows[1].InFlight.Mean = 1
-	if d := Judge(plan, sum); d.Verdict != Pass || d.OperatingPoints[0].Row != "sat/c=16" {
+	if d := verdict.Judge(plan, sum); d.Verdict != verdict.Pass || d.OperatingPoints[0].Row != "sat/c=16" {
 		t.Errorf("invalid point below: %s, %+v; want pass at c=16", d.Verdict, d.OperatingPoints)
 	}
 }
@@ -105,8 +106,8 @@ func TestOperatingPointRule(t *testing.T) {
 func TestInvalidRowsNeverPass(t *testing.T) {
 	plan, sum := verdictsFixture(t, []float64{50, 120, 900})
 	sum.Rows[0].SelfCheck = metrics.SelfCheck{ClientCPU: 0.97, Cores: 2}
-	d := Judge(plan, sum)
-	if d.Verdict != Inconclusive || verdictMap(d)["chat"] != Invalid || !d.Rows[0].RulesPass() {
+	d := verdict.Judge(plan, sum)
+	if d.Verdict != verdict.Inconclusive || verdictMap(d)["chat"] != verdict.Invalid || !d.Rows[0].RulesPass() {
 		t.Errorf("%s, %v; want inconclusive with chat invalid (its rule would pass)", d.Verdict, verdictMap(d))
 	}
 	if !strings.Contains(strings.Join(d.Why, "; "), "invalid, so not judged: `chat`") {
@@ -119,7 +120,7 @@ func TestInvalidRowsNeverPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum.Rows[0].SelfCheck = metrics.SelfCheck{}
-	if d := Judge(plan2, sum); d.Verdict != Fail || verdictMap(d)["chat"] != Fail {
+	if d := verdict.Judge(plan2, sum); d.Verdict != verdict.Fail || verdictMap(d)["chat"] != verdict.Fail {
 		t.Errorf("%s, %v; want fail: chat is valid and fails", d.Verdict, verdictMap(d))
 	}
 }
@@ -134,8 +135,8 @@ func TestSkippedRowsMakeARunInconclusive(t *testing.T) {
 	if !slices.Equal(plan.Skipped, []string{"sat/c=4", "sat/c=16", "sat/c=64", "free"}) {
 		t.Fatalf("skipped %q", plan.Skipped)
 	}
-	d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100)}})
-	if d.Verdict != Inconclusive || verdictMap(d)["sat/c=4"] != Skipped || verdictMap(d)["chat"] != Pass {
+	d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100)}})
+	if d.Verdict != verdict.Inconclusive || verdictMap(d)["sat/c=4"] != verdict.Skipped || verdictMap(d)["chat"] != verdict.Pass {
 		t.Errorf("%s %v; want inconclusive, chat passing, the rest skipped", d.Verdict, verdictMap(d))
 	}
 	if !strings.Contains(strings.Join(d.Why, "; "), "left out of this run (--rows): `sat/c=4`, `sat/c=16`, `sat/c=64`") {
@@ -144,7 +145,7 @@ func TestSkippedRowsMakeARunInconclusive(t *testing.T) {
 	// Without rules on the skipped rows, the subset can pass.
 	plan, _ = schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{Rows: []string{"chat", "free"}})
 	plan.Acceptance = plan.Acceptance[:1]
-	if d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100), validRow("free", 1, 50, 100)}}); d.Verdict != Pass {
+	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100), validRow("free", 1, 50, 100)}}); d.Verdict != verdict.Pass {
 		t.Errorf("%s; want pass", d.Verdict)
 	}
 }
@@ -159,13 +160,13 @@ func TestMostFailed(t *testing.T) {
 	rs := validRow("r", 1, 50, 100)
 	rs.Requests = metrics.Requests{Sent: 100, Completed: 50, Failed: 50}
 	rs.Errors = metrics.Errors{Total: 50, Ratio: 0.5}
-	d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
-	if d.Verdict != NoRules || d.MostFailed || d.Failed != 50 || d.Sent != 100 {
+	d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
+	if d.Verdict != verdict.NoRules || d.MostFailed || d.Failed != 50 || d.Sent != 100 {
 		t.Errorf("half failed: %+v; want no rules, not most failed", d)
 	}
 	rs.Requests = metrics.Requests{Sent: 100, Completed: 49, Failed: 51}
 	rs.Errors = metrics.Errors{Total: 51, Ratio: 0.51}
-	if d := Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(verdictDetail(d), "**Most requests failed** (51 of 100)") {
+	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(verdictDetail(d), "**Most requests failed** (51 of 100)") {
 		t.Errorf("%+v: %s", d, verdictDetail(d))
 	}
 }
@@ -175,8 +176,8 @@ func TestMostFailed(t *testing.T) {
 func TestHypothesesOnInvalidRows(t *testing.T) {
 	plan, sum := fixture(t)
 	plan.Validity.Ignore = nil // the fixture's rows have three samples each
-	d := Judge(plan, sum)
-	if h := d.Hypotheses[0]; h.Verdict != Inconclusive || !strings.Contains(h.Reason, "is invalid") {
+	d := verdict.Judge(plan, sum)
+	if h := d.Hypotheses[0]; h.Verdict != verdict.Inconclusive || !strings.Contains(h.Reason, "is invalid") {
 		t.Errorf("H1 = %+v; want inconclusive on invalid rows", h)
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
 // File names reports adds to a run directory.
 const (
-	DecisionJSON = "decision.json"
+	DecisionJSON = verdict.DecisionJSON
 	AnalysisJSON = "analysis.json"
 	SummaryCSV   = "summary.csv"
 )
@@ -19,7 +21,7 @@ const (
 // Written says which files Write produced and which requested formats it
 // could not.
 type Written struct {
-	Decision *Decision
+	Decision *verdict.Decision
 	// Input is what the record was rendered from, judged: for the short
 	// forms (WriteGitHub).
 	Input *Input
@@ -46,7 +48,7 @@ const PlotsDir = "plots"
 // could not be written.
 func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	if in.Decision == nil {
-		in.Decision = JudgeWith(in.Plan, in.Summary, in.Baseline)
+		in.Decision = verdict.JudgeWith(in.Plan, in.Summary, in.Baseline)
 	}
 	if in.RunDir == "" {
 		in.RunDir = dir.Path

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/infermatrix/infermatrix/verdict"
+
 	"github.com/xuri/excelize/v2"
 
 	"github.com/infermatrix/infermatrix/internal/redact"
@@ -71,7 +73,7 @@ func WriteXLSX(w io.Writer, in *Input) error {
 	}
 	d := in.Decision
 	if d == nil && in.Plan != nil {
-		d = JudgeWith(in.Plan, in.Summary, in.Baseline)
+		d = verdict.JudgeWith(in.Plan, in.Summary, in.Baseline)
 	}
 	x := &xlsxWriter{in: in, d: d, f: excelize.NewFile(), styles: map[xlsxStyleKey]int{}, used: map[string]bool{}}
 	defer x.f.Close()
@@ -91,7 +93,7 @@ func WriteXLSX(w io.Writer, in *Input) error {
 // xlsxWriter renders one workbook.
 type xlsxWriter struct {
 	in     *Input
-	d      *Decision // in.Decision, or the plan's judgement of the summary
+	d      *verdict.Decision // in.Decision, or the plan's judgement of the summary
 	f      *excelize.File
 	styles map[xlsxStyleKey]int
 	// used holds the sheet names taken, lower-cased: Excel compares
@@ -208,9 +210,9 @@ func (x *xlsxWriter) style(kind xlsxKind, fill xlsxFill) (int, error) {
 
 func xlsxVerdictFill(v string) xlsxFill {
 	switch v {
-	case Pass:
+	case verdict.Pass:
 		return xlsxFillPass
-	case Fail:
+	case verdict.Fail:
 		return xlsxFillFail
 	}
 	return xlsxFillNone
@@ -326,7 +328,7 @@ func xlsxSummaryColumns() []xlsxColumn {
 func (x *xlsxWriter) summary() error {
 	sum := x.in.Summary
 	verdicts := map[string]string{}
-	valid := map[string]*RowVerdict{}
+	valid := map[string]*verdict.RowVerdict{}
 	if x.d != nil {
 		for i, rv := range x.d.Rows {
 			verdicts[rv.ID] = rv.Verdict
@@ -424,14 +426,14 @@ func (x *xlsxWriter) acceptance() error {
 	if d != nil {
 		for _, rv := range d.Rows {
 			for _, rr := range rv.Rules {
-				res := Pass
+				res := verdict.Pass
 				if !rr.Pass {
-					res = Fail
+					res = verdict.Fail
 				}
 				lines = append(lines, []any{rv.ID, rr.Rule, rr.Expect, res, xlsxStr(xlsxFailedClauses(rr)), xlsxStr(rr.Reason)})
 				fills = append(fills, xlsxVerdictFill(res))
 			}
-			if rv.Verdict != NotRun || x.in.Plan == nil {
+			if rv.Verdict != verdict.NotRun || x.in.Plan == nil {
 				continue
 			}
 			// A row that did not run has rules but no results: list them,
@@ -442,7 +444,7 @@ func (x *xlsxWriter) acceptance() error {
 			}
 			for _, a := range x.in.Plan.Acceptance {
 				if contains(a.Rows, rv.ID) {
-					lines = append(lines, []any{rv.ID, a.Name, a.Program.Source, NotRun, nil, why})
+					lines = append(lines, []any{rv.ID, a.Name, a.Program.Source, verdict.NotRun, nil, why})
 					fills = append(fills, xlsxFillNone)
 				}
 			}
@@ -456,7 +458,7 @@ func (x *xlsxWriter) acceptance() error {
 
 // xlsxFailedClauses says which clauses of a rule failed, each with the measured
 // values it read or why it could not be judged.
-func xlsxFailedClauses(rr RuleResult) string {
+func xlsxFailedClauses(rr verdict.RuleResult) string {
 	parts := make([]string, len(rr.Failed))
 	for i, c := range rr.Failed {
 		t := c.Text

@@ -17,6 +17,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 const xlsxExperiment = `apiVersion: infermatrix/v1
@@ -92,7 +93,7 @@ func xlsxInput(t testing.TB) *Input {
 		Rows:       plan.Rows,
 	}
 	in := &Input{Plan: plan, Manifest: man, Summary: sum}
-	in.Decision = Judge(plan, sum)
+	in.Decision = verdict.Judge(plan, sum)
 	in.Analysis = &Analysis{
 		Sweeps: []SweepAnalysis{{Base: "sat", Rows: []string{"sat/c=1", "sat/c=4", "sat/c=8"}, Why: "c=4 is the operating point."}},
 		Predictions: []RowPrediction{{Row: "chat", Context: 20, DecodeTokensPerS: 150, TPOTBoundMS: 6.67, PrefillBoundMS: 1.5,
@@ -306,7 +307,7 @@ func TestXLSXAcceptance(t *testing.T) {
 	// A row that failed has rules but no results: they are listed.
 	in := xlsxInput(t)
 	in.Summary.Rows[3] = metrics.RowSummary{ID: "sat/c=8", Base: "sat", Status: metrics.RowFailed, Error: "server unreachable"}
-	in.Decision = Judge(in.Plan, in.Summary)
+	in.Decision = verdict.Judge(in.Plan, in.Summary)
 	f = openXLSX(t, renderXLSX(t, in))
 	rows, err = f.GetRows("Acceptance")
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
 	"github.com/infermatrix/infermatrix/sim/engine"
+	"github.com/infermatrix/infermatrix/verdict"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -173,30 +174,30 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 // verdictExit prints a decision's verdict and returns the exit code it
 // means: passed (or nothing to accept), failed, inconclusive, or, for a run
 // without rules whose requests mostly failed, a runtime failure.
-func verdictExit(stdout io.Writer, d *reports.Decision) error {
+func verdictExit(stdout io.Writer, d *verdict.Decision) error {
 	for _, op := range d.OperatingPoints {
 		if op.Row != "" {
 			fmt.Fprintf(stdout, "operating point of %s: %s\n", textsafe.Terminal(op.Base), textsafe.Terminal(op.Row))
 		}
 	}
 	switch d.Verdict {
-	case reports.Pass:
+	case verdict.Pass:
 		fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
 		return nil
-	case reports.NoRules:
+	case verdict.NoRules:
 		if d.MostFailed {
 			fmt.Fprintf(stdout, "verdict: none (no acceptance rules); most requests failed: %d of %d\n", d.Failed, d.Sent)
 			return withCode(exitRuntime, errors.New("most requests failed: the run measured failures, not the server"))
 		}
 		fmt.Fprintln(stdout, "verdict: none (the experiment has no acceptance rules)")
 		return nil
-	case reports.Fail:
+	case verdict.Fail:
 		fmt.Fprintf(stdout, "verdict: FAIL (%s)\n", judgedText(d))
 		return withCode(exitAcceptance, errors.New(""))
-	case reports.Inconclusive:
+	case verdict.Inconclusive:
 		fmt.Fprintf(stdout, "verdict: INCONCLUSIVE (%s)\n", textsafe.Terminal(strings.Join(d.Why, "; ")))
 		return withCode(exitInconclusive, errors.New(""))
-	case reports.Incomplete:
+	case verdict.Incomplete:
 		if d.Rebuilt != "" {
 			fmt.Fprintln(stdout, "verdict: INCOMPLETE (the run stopped before its end; rebuilt from its records)")
 		} else {
@@ -324,15 +325,15 @@ inconclusive, 130 for a run that was interrupted or killed (INCOMPLETE);
 }
 
 // judgedText says how many judged rows passed.
-func judgedText(d *reports.Decision) string {
+func judgedText(d *verdict.Decision) string {
 	var pass, fail, rejected int
 	for _, rv := range d.Rows {
 		switch rv.Verdict {
-		case reports.Pass:
+		case verdict.Pass:
 			pass++
-		case reports.Fail:
+		case verdict.Fail:
 			fail++
-		case reports.Rejected:
+		case verdict.Rejected:
 			rejected++
 		}
 	}

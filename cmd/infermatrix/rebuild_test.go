@@ -15,6 +15,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
 	"github.com/xuri/excelize/v2"
 )
 
@@ -146,11 +147,11 @@ func TestReportRebuildsKilledRun(t *testing.T) {
 			t.Errorf("stdout %q; want an INCOMPLETE verdict", r.stdout)
 		}
 		md := readFile(t, filepath.Join(dir, "decision.md"))
-		verdict := md[strings.Index(md, "**Verdict: "):]
-		verdict = verdict[:strings.Index(verdict, "\n")]
+		verdictLine := md[strings.Index(md, "**Verdict: "):]
+		verdictLine = verdictLine[:strings.Index(verdictLine, "\n")]
 		for _, want := range []string{"**Verdict: INCOMPLETE.**", "Rebuilt from records after the run stopped without writing its summaries", "summary.json is missing", "the run did not record its end"} {
-			if !strings.Contains(verdict, want) {
-				t.Errorf("decision.md's verdict line lacks %q:\n%s", want, verdict)
+			if !strings.Contains(verdictLine, want) {
+				t.Errorf("decision.md's verdict line lacks %q:\n%s", want, verdictLine)
 			}
 		}
 		html := readFile(t, filepath.Join(dir, "report.html"))
@@ -160,11 +161,11 @@ func TestReportRebuildsKilledRun(t *testing.T) {
 		if !xlsxSays(t, filepath.Join(dir, "results.xlsx"), "Metadata", "Rebuilt", "Rebuilt from records") {
 			t.Error("results.xlsx's Metadata sheet does not say it was rebuilt")
 		}
-		var d reports.Decision
+		var d verdict.Decision
 		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "decision.json"))), &d); err != nil {
 			t.Fatal(err)
 		}
-		if d.Verdict != reports.Incomplete || !strings.HasPrefix(d.Rebuilt, "Rebuilt from records") {
+		if d.Verdict != verdict.Incomplete || !strings.HasPrefix(d.Rebuilt, "Rebuilt from records") {
 			t.Errorf("decision.json: verdict %q, rebuilt %q; want incomplete, marked rebuilt", d.Verdict, d.Rebuilt)
 		}
 		for _, rv := range d.Rows {
@@ -210,11 +211,11 @@ func TestReportRebuildsKilledRun(t *testing.T) {
 		if r.code != exitInterrupted {
 			t.Fatalf("report: exit %d; want %d\n%s%s", r.code, exitInterrupted, r.stdout, r.stderr)
 		}
-		var d reports.Decision
+		var d verdict.Decision
 		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "decision.json"))), &d); err != nil {
 			t.Fatal(err)
 		}
-		if rv := d.Row(last); rv == nil || rv.Verdict != reports.NotRun {
+		if rv := d.Row(last); rv == nil || rv.Verdict != verdict.NotRun {
 			t.Errorf("row %s: %+v; want not run", last, rv)
 		}
 		if !strings.Contains(d.Rebuilt, "no records, so not run: `sweep/c=2`") {

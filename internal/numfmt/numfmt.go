@@ -24,3 +24,34 @@ func Grouped(v float64) (string, bool) {
 	}
 	return s, true
 }
+
+// Decimals is the number of decimals that suits a value's size: enough
+// digits to compare rows, no false precision.
+func Decimals(v float64) int {
+	switch a := abs64(v); {
+	case a < 1:
+		return 3
+	case a < 10:
+		return 2
+	case a < 1000:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// Num formats one measurement with the precision its size suits; whole
+// numbers (counts, mostly) print without decimals.
+func Num(v float64) string {
+	if v == float64(int64(v)) && abs64(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', Decimals(v), 64)
+}
+
+func abs64(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,11 +1,13 @@
-// Package reports judges a run and writes its decision record: acceptance
-// verdicts per row with the clause that failed, hypothesis verdicts with the
-// numbers that decided them, and the files reviewers read (decision.md,
-// decision.json, summary.csv).
+// Package verdict judges a run: acceptance verdicts per row with the
+// clause that failed, hypothesis verdicts with the numbers that decided
+// them, sweep operating points, and the baseline run rules are held
+// against. It works from a run's data alone (plan, summary, manifest), so a
+// run can be re-judged long after it ran.
 //
-// Everything here works from a run's data alone (plan, summary, manifest),
-// so a run directory can be re-judged and re-rendered long after the run.
-package reports
+// verdict owns the judgement, not its rendering: it imports metrics,
+// schema, validity, rundir and compare, never reports, analysis or charts,
+// which all read its Decision.
+package verdict
 
 import (
 	"errors"
@@ -15,10 +17,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/validity"
 )
+
+// DecisionJSON is the file a run's Decision is written to; a baseline run
+// counts as complete only when it has one.
+const DecisionJSON = "decision.json"
 
 // Verdicts, of a row and of a run.
 const (
@@ -101,8 +108,8 @@ func (d *Decision) Row(id string) *RowVerdict {
 	return nil
 }
 
-// byVerdict sorts the row ids by verdict, for the renderers' summaries.
-func (d *Decision) byVerdict() map[string][]string {
+// ByVerdict sorts the row ids by verdict, for the renderers' summaries.
+func (d *Decision) ByVerdict() map[string][]string {
 	out := map[string][]string{}
 	for _, rv := range d.Rows {
 		out[rv.Verdict] = append(out[rv.Verdict], rv.ID)
@@ -374,7 +381,7 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 				byBase[row.Base] = i
 				out = append(out, OperatingPoint{Base: row.Base})
 			}
-			if !contains(out[i].Rules, a.Name) {
+			if !slices.Contains(out[i].Rules, a.Name) {
 				out[i].Rules = append(out[i].Rules, a.Name)
 			}
 		}
@@ -419,13 +426,13 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 		switch {
 		case best != "" && len(op.Unjudged) == 0:
 			op.Verdict = Pass
-			op.Why = fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid points that pass", best, num(bestTP))
+			op.Why = fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid points that pass", best, numfmt.Num(bestTP))
 			if len(op.Rejected) > 0 {
 				op.Why += fmt.Sprintf("; rejected (past capacity): `%s`", strings.Join(op.Rejected, "`, `"))
 			}
 		case best != "":
 			op.Verdict = Inconclusive
-			op.Why = fmt.Sprintf("operating point at least `%s` (%s tok/s), but `%s`, with more load, could not be judged", best, num(bestTP), strings.Join(op.Unjudged, "`, `"))
+			op.Why = fmt.Sprintf("operating point at least `%s` (%s tok/s), but `%s`, with more load, could not be judged", best, numfmt.Num(bestTP), strings.Join(op.Unjudged, "`, `"))
 		case len(op.Unjudged) > 0:
 			op.Verdict = Inconclusive
 			op.Why = fmt.Sprintf("no valid point passes, and `%s` could not be judged", strings.Join(op.Unjudged, "`, `"))
