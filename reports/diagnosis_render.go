@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 
 	"github.com/infermatrix/infermatrix/diagnosis"
@@ -16,48 +17,17 @@ import (
 // and the Diagnosis. They are computed here once, as text with `code`
 // spans, so that decision.md, report.html and results.xlsx say the same.
 
-// diagnose runs the diagnosis over a judged run: each planned row with its
-// summary, whether it failed its rules, and its prediction.
-func diagnose(in *Input, d *verdict.Decision, preds []RowPrediction) *diagnosis.Diagnosis {
-	if in == nil || in.Plan == nil {
-		return &diagnosis.Diagnosis{Examined: []string{}}
-	}
-	byRow := map[string]*RowPrediction{}
-	for i := range preds {
-		byRow[preds[i].Row] = &preds[i]
-	}
-	din := diagnosis.Input{}
-	if in.Summary != nil {
-		din.SLO = in.Summary.SLO
-	}
-	for i := range in.Plan.Rows {
-		r := &in.Plan.Rows[i]
-		row := diagnosis.Row{Plan: r, Summary: rowSummary(in.Summary, r.ID)}
-		if d != nil {
-			if rv := d.Row(r.ID); rv != nil {
-				row.Failed = rv.Verdict == verdict.Fail || rv.Verdict == verdict.Rejected
-			}
-		}
-		if p := byRow[r.ID]; p != nil {
-			row.Prediction = &diagnosis.Prediction{Regime: p.Regime, TPOTBoundMS: p.TPOTBoundMS, TTFTBoundMS: p.PrefillBoundMS,
-				TPOTRatio: p.TPOTRatio, TTFTRatio: p.TTFTRatio, MaxConcurrency: p.MaxConcurrency}
-		}
-		din.Rows = append(din.Rows, row)
-	}
-	return diagnosis.Diagnose(din)
-}
-
 // diagnosisOf is the record's diagnosis: the analysis', or, for a record
 // rendered without one, computed from the same input.
 func diagnosisOf(in *Input, d *verdict.Decision) *diagnosis.Diagnosis {
 	if in.Analysis != nil && in.Analysis.Diagnosis != nil {
 		return in.Analysis.Diagnosis
 	}
-	var preds []RowPrediction
+	var preds []analysis.RowPrediction
 	if in.Analysis != nil {
 		preds = in.Analysis.Predictions
 	}
-	return diagnose(in, d, preds)
+	return analysis.Diagnose(in.Plan, in.Summary, d, preds)
 }
 
 // diagnosisIntro says what the section is, and diagnosisScope what it

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/verdict"
 )
@@ -125,7 +126,7 @@ func TestDiagnosisInEveryRecord(t *testing.T) {
 		in.Summary.Rows[i].Metrics.TTFT = metrics.NewDist([]float64{40, 41, 42}, nil)
 	}
 	in.Decision = verdict.Judge(in.Plan, in.Summary)
-	in.Analysis = Analyze(in)
+	in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 	if in.Analysis.Diagnosis == nil {
 		t.Fatal("Analyze gives no diagnosis")
 	}

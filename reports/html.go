@@ -9,6 +9,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -437,7 +438,7 @@ func htmlResultOf(rs *metrics.RowSummary, hasSLO bool) htmlResult {
 		Errors: errorsCell(rs), ErrorsBad: rs.Errors.Total > 0}
 }
 
-func htmlPredictionOf(p RowPrediction) htmlPrediction {
+func htmlPredictionOf(p analysis.RowPrediction) htmlPrediction {
 	opt := func(v float64) string {
 		if v == 0 {
 			return "—"

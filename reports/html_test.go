@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -69,14 +70,14 @@ func htmlInput(t *testing.T) (*Input, []Plot) {
 	}
 	in.Summary.Rows[0].SelfCheck.Notes = []string{hostileError}
 	in.Decision = verdict.Judge(in.Plan, in.Summary)
-	in.Analysis = Analyze(in)
+	in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 	if len(in.Analysis.Predictions) == 0 {
-		in.Analysis.Predictions = []RowPrediction{{Row: "chat", Context: 260, DecodeTokensPerS: 150.5, TPOTBoundMS: 6.64,
+		in.Analysis.Predictions = []analysis.RowPrediction{{Row: "chat", Context: 260, DecodeTokensPerS: 150.5, TPOTBoundMS: 6.64,
 			PrefillBoundMS: 1.9, KVCapacityTokens: 450000, MaxConcurrency: 1700, MeasuredTPOTMS: 11.02, TPOTRatio: 1.66,
-			MeasuredTTFTMS: 42.09, TTFTRatio: 22.15, Regime: RegimeOverhead, Evidence: "TPOT is 1.66× <the bound>"}}
+			MeasuredTTFTMS: 42.09, TTFTRatio: 22.15, Regime: analysis.RegimeOverhead, Evidence: "TPOT is 1.66× <the bound>"}}
 	}
 	if len(in.Analysis.Sweeps) == 0 {
-		in.Analysis.Sweeps = []SweepAnalysis{{Base: "sweep", Rows: []string{"sweep/c=1", "sweep/c=4"}, OperatingPoint: "sweep/c=4", Why: "test"}}
+		in.Analysis.Sweeps = []analysis.SweepAnalysis{{Base: "sweep", Rows: []string{"sweep/c=1", "sweep/c=4"}, OperatingPoint: "sweep/c=4", Why: "test"}}
 	}
 	plots := []Plot{
 		{Name: "latency-throughput-sweep", Title: hostileTitle, SVG: []byte(testSVG), PNG: testPNG(t)},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -24,7 +25,7 @@ type Input struct {
 	Summary  *metrics.Summary
 	Decision *verdict.Decision
 	// Analysis is derived from the above by Analyze; Write fills it in.
-	Analysis *Analysis
+	Analysis *analysis.Analysis
 	// Records calls fn for each per-request record of a row, in file
 	// order, for renderers that show raw requests (the spreadsheet, the
 	// CDF plots). It streams: a million-request row is never in memory
@@ -708,7 +709,7 @@ func simTarget(s schema.SimSettings) string {
 
 // operatingPoints states each sweep's operating point and knee, right after
 // the verdict: with it, the first screen answers "how far can we push it".
-func (m *mdWriter) operatingPoints(an *Analysis) {
+func (m *mdWriter) operatingPoints(an *analysis.Analysis) {
 	if an == nil || len(an.Sweeps) == 0 {
 		return
 	}
@@ -721,7 +722,7 @@ func (m *mdWriter) operatingPoints(an *Analysis) {
 
 // predictions compares each row with the bandwidth math of
 // docs/predictions.md.
-func (m *mdWriter) predictions(p *schema.Plan, preds []RowPrediction) {
+func (m *mdWriter) predictions(p *schema.Plan, preds []analysis.RowPrediction) {
 	if len(preds) == 0 {
 		return
 	}

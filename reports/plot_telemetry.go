@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"gonum.org/v1/plot"
@@ -436,7 +437,7 @@ type loadPanel struct {
 // serverLoadPoints are the sweep's rows with server telemetry, in
 // increasing load, and the load mode ("" when the rows are not one
 // mode's, and so have no common x).
-func serverLoadPoints(in *Input, sw *SweepAnalysis) (string, []loadPoint) {
+func serverLoadPoints(in *Input, sw *analysis.SweepAnalysis) (string, []loadPoint) {
 	mode := ""
 	var pts []loadPoint
 	for _, id := range sw.Rows {
@@ -529,7 +530,7 @@ func serverLoadPanels(pts []loadPoint) []loadPanel {
 // the server's own account of the knee. Rows whose figures cannot be
 // trusted are labelled so where drawn. A chart against load needs two
 // loads: with fewer rows, none.
-func serverLoadFigure(in *Input, sw *SweepAnalysis) *figure {
+func serverLoadFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 	if in.Summary == nil || in.Plan == nil {
 		return nil
 	}

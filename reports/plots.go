@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -208,7 +209,7 @@ func seriesLine(xys plotter.XYs, c color.Color, g draw.GlyphDrawer, dashed bool)
 
 // latencyThroughputFigure draws one sweep: TTFT and TPOT against output
 // throughput, one point per swept row in sweep order.
-func latencyThroughputFigure(in *Input, sw *SweepAnalysis) *figure {
+func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 	if in.Summary == nil {
 		return nil
 	}
@@ -743,10 +744,10 @@ var regimeColors = []struct {
 	regime string
 	color  color.Color
 }{
-	{RegimeBandwidth, seriesPalette[0]},
-	{RegimeOverhead, seriesPalette[1]},
-	{RegimePrefill, seriesPalette[6]},
-	{RegimeQueueing, seriesPalette[2]},
+	{analysis.RegimeBandwidth, seriesPalette[0]},
+	{analysis.RegimeOverhead, seriesPalette[1]},
+	{analysis.RegimePrefill, seriesPalette[6]},
+	{analysis.RegimeQueueing, seriesPalette[2]},
 }
 
 // predictionFigure scatters each row's measured TPOT p50 against the

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"gonum.org/v1/plot/plotter"
@@ -103,16 +104,16 @@ func plotInput() *Input {
 		}
 		sum.Rows = append(sum.Rows, agg.Summary(r.ID, r.Base, metrics.RowComplete))
 	}
-	an := &Analysis{Sweeps: []SweepAnalysis{{
+	an := &analysis.Analysis{Sweeps: []analysis.SweepAnalysis{{
 		Base:           "saturation",
 		Rows:           []string{"saturation/c=1", "saturation/c=4", "saturation/c=16", "saturation/c=64"},
 		OperatingPoint: "saturation/c=4",
 		Knee:           "saturation/c=16",
 		Why:            "Throughput gains flatten after c=16 (+12% to c=64) while TTFT p95 grows 3.1×; c=4 is the highest-throughput row that passes acceptance.",
 	}}}
-	regimes := []string{RegimeOverhead, RegimePrefill, RegimeBandwidth, RegimeBandwidth, RegimeQueueing, RegimeQueueing}
+	regimes := []string{analysis.RegimeOverhead, analysis.RegimePrefill, analysis.RegimeBandwidth, analysis.RegimeBandwidth, analysis.RegimeQueueing, analysis.RegimeQueueing}
 	for i, rs := range sum.Rows {
-		an.Predictions = append(an.Predictions, RowPrediction{
+		an.Predictions = append(an.Predictions, analysis.RowPrediction{
 			Row: rs.ID, TPOTBoundMS: 6.2 + 0.1*float64(i%2), MeasuredTPOTMS: rs.Metrics.TPOT.P50, Regime: regimes[i],
 		})
 	}
@@ -247,7 +248,7 @@ func TestRenderPlotsContent(t *testing.T) {
 		"cdf-tpot":                      {"long_prefill (n=119)"},
 		"timeslices-saturation-c-16":    {"Over time: saturation/c=16", "TTFT (ms)", "output tokens/s", "Slices of 2 s", "TTFT p95", "TTFT p50", "TTFT SLO 400 ms"},
 		"ttft-vs-input":                 {"input tokens", "long_prefill"},
-		"tpot-predicted-vs-measured":    {RegimeBandwidth, RegimeQueueing, "y = x", "saturation/c=64"},
+		"tpot-predicted-vs-measured":    {analysis.RegimeBandwidth, analysis.RegimeQueueing, "y = x", "saturation/c=64"},
 	} {
 		for _, w := range wants {
 			if !strings.Contains(texts[name], w) {
@@ -311,7 +312,7 @@ func TestRenderPlotsSkipsWhatHasNoData(t *testing.T) {
 				in.Summary.Rows[i] = metrics.RowSummary{ID: in.Summary.Rows[i].ID, Base: in.Summary.Rows[i].Base, Status: metrics.RowNotRun}
 			}
 		}
-		in.Analysis.Predictions = []RowPrediction{{Row: "saturation/c=4", TPOTBoundMS: 6}}
+		in.Analysis.Predictions = []analysis.RowPrediction{{Row: "saturation/c=4", TPOTBoundMS: 6}}
 		ps, err := RenderPlots(in)
 		if err != nil {
 			t.Fatal(err)
@@ -502,7 +503,7 @@ rows:
 		return nil
 	}
 	sum := &metrics.Summary{Format: metrics.SummaryFormat, Experiment: "big", SLO: plan.SLO}
-	sw := SweepAnalysis{Base: "ramp"}
+	sw := analysis.SweepAnalysis{Base: "ramp"}
 	for i, r := range plan.Rows {
 		agg := metrics.NewAggregator(metrics.Options{SLO: plan.SLO})
 		_ = gen(i, func(rec *metrics.Record) error { agg.Add(rec); return nil })
@@ -511,7 +512,7 @@ rows:
 		sum.Rows = append(sum.Rows, rs)
 		sw.Rows = append(sw.Rows, r.ID)
 	}
-	in := &Input{Plan: plan, Summary: sum, Analysis: &Analysis{Sweeps: []SweepAnalysis{sw}},
+	in := &Input{Plan: plan, Summary: sum, Analysis: &analysis.Analysis{Sweeps: []analysis.SweepAnalysis{sw}},
 		Records: func(id string, fn func(*metrics.Record) error) error {
 			for i, r := range plan.Rows {
 				if r.ID == id {

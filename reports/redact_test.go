@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
 )
@@ -26,7 +27,7 @@ func TestReportsMaskCredentials(t *testing.T) {
 	in.Plan.Server.Engine.Flags = in.Manifest.Server.Declared.Engine.Flags
 	in.Manifest.Command = []string{"infermatrix", "run", "x.yaml", "--target", "https://alice:SEKRIT-pw@h/v1?key=SEKRIT-q"}
 	in.Decision = verdict.Judge(in.Plan, in.Summary)
-	in.Analysis = Analyze(in)
+	in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 
 	var md, html, xlsx bytes.Buffer
 	if err := WriteMarkdown(&md, in); err != nil {

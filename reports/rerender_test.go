@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -45,7 +46,7 @@ func judgeRun(t *testing.T, run string, opts RerenderOptions) (*Input, []string,
 		return nil, nil, err
 	}
 	in.Decision = verdict.Judge(in.Plan, in.Summary)
-	in.Analysis = Analyze(in)
+	in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 	return in, notes, nil
 }
 

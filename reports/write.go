@@ -8,6 +8,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/verdict"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
@@ -57,7 +58,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		in.Records = dir.ReadRecords
 	}
 	if in.Analysis == nil {
-		in.Analysis = Analyze(in)
+		in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 	}
 	w := &Written{Decision: in.Decision, Input: in}
 	add := func(name string, data []byte) error {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -476,7 +477,7 @@ func xlsxFailedClauses(rr verdict.RuleResult) string {
 // predictions writes the Predictions sheet: every field of each row's
 // prediction.
 func (x *xlsxWriter) predictions() error {
-	var preds []RowPrediction
+	var preds []analysis.RowPrediction
 	if x.in.Analysis != nil {
 		preds = x.in.Analysis.Predictions
 	}

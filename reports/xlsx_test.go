@@ -13,6 +13,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -94,10 +95,10 @@ func xlsxInput(t testing.TB) *Input {
 	}
 	in := &Input{Plan: plan, Manifest: man, Summary: sum}
 	in.Decision = verdict.Judge(plan, sum)
-	in.Analysis = &Analysis{
-		Sweeps: []SweepAnalysis{{Base: "sat", Rows: []string{"sat/c=1", "sat/c=4", "sat/c=8"}, Why: "c=4 is the operating point."}},
-		Predictions: []RowPrediction{{Row: "chat", Context: 20, DecodeTokensPerS: 150, TPOTBoundMS: 6.67, PrefillBoundMS: 1.5,
-			KVCapacityTokens: 450000, MaxConcurrency: 18000, MeasuredTPOTMS: 12, TPOTRatio: 1.8, Regime: RegimeOverhead, Evidence: "TPOT 1.8x the bound"}},
+	in.Analysis = &analysis.Analysis{
+		Sweeps: []analysis.SweepAnalysis{{Base: "sat", Rows: []string{"sat/c=1", "sat/c=4", "sat/c=8"}, Why: "c=4 is the operating point."}},
+		Predictions: []analysis.RowPrediction{{Row: "chat", Context: 20, DecodeTokensPerS: 150, TPOTBoundMS: 6.67, PrefillBoundMS: 1.5,
+			KVCapacityTokens: 450000, MaxConcurrency: 18000, MeasuredTPOTMS: 12, TPOTRatio: 1.8, Regime: analysis.RegimeOverhead, Evidence: "TPOT 1.8x the bound"}},
 	}
 	in.Records = func(rowID string, fn func(*metrics.Record) error) error {
 		n, ok := xlsxRecordsPerRow[rowID]
@@ -326,7 +327,7 @@ func TestXLSXPredictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || len(rows[0]) != 13 || rows[0][3] != "TPOT bound (ms)" || rows[1][0] != "chat" || rows[1][11] != RegimeOverhead {
+	if len(rows) != 2 || len(rows[0]) != 13 || rows[0][3] != "TPOT bound (ms)" || rows[1][0] != "chat" || rows[1][11] != analysis.RegimeOverhead {
 		t.Errorf("Predictions = %q", rows)
 	}
 	if got := cellValue(t, f, "Predictions", "F2"); got != "450000" {

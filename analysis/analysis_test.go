@@ -1,4 +1,4 @@
-package reports
+package analysis
 
 import (
 	"strings"
@@ -12,11 +12,11 @@ import (
 
 // sweepInput builds a four-point concurrency sweep whose throughput and
 // latency are given per row, with the verdicts given.
-func sweepInput(t *testing.T, tput, ttftP95 []float64, verdicts []string) *Input {
+func sweepInput(t *testing.T, tput, ttftP95 []float64, verdicts []string) *input {
 	return sweepInputOrder(t, "[1, 4, 16, 64]", tput, ttftP95, verdicts)
 }
 
-func sweepInputOrder(t *testing.T, values string, tput, ttftP95 []float64, verdicts []string) *Input {
+func sweepInputOrder(t *testing.T, values string, tput, ttftP95 []float64, verdicts []string) *input {
 	t.Helper()
 	plan, err := schema.Parse("s.yaml", []byte(`apiVersion: infermatrix/v1
 name: s
@@ -39,7 +39,7 @@ rows:
 		sum.Rows = append(sum.Rows, rs)
 		d.Rows = append(d.Rows, verdict.RowVerdict{ID: r.ID, Verdict: verdicts[i], Validity: validity.Verdict{Valid: verdicts[i] != verdict.Invalid}})
 	}
-	return &Input{Plan: plan, Summary: sum, Decision: d}
+	return &input{Plan: plan, Summary: sum, Decision: d}
 }
 
 // TestOperatingPointAndKnee checks the two answers a sweep is run for: the

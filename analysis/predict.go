@@ -1,4 +1,4 @@
-package reports
+package analysis
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ const (
 // Every number comes from package roofline, the formulas the simulator's
 // step times are built on, so a physics_only simulated row lands on its
 // prediction; docs/predictions.md writes each one out.
-func predictRows(in *Input) []RowPrediction {
+func predictRows(in *input) []RowPrediction {
 	if in == nil || in.Plan == nil || in.Plan.Experiment == nil || in.Plan.Experiment.Predict == nil {
 		return nil
 	}

@@ -1,4 +1,12 @@
-package reports
+// Package analysis derives what a judged run's record shows beyond the
+// verdicts: each row's bandwidth-math prediction and regime, each sweep's
+// operating point and knee, and the diagnosis that reads both (package
+// diagnosis). It is computed once here so that every renderer shows the
+// same numbers.
+//
+// It reads a run's plan, summary and decision (package verdict); it never
+// imports reports or charts, which render it.
+package analysis
 
 import (
 	"cmp"
@@ -97,12 +105,52 @@ func rowSummary(s *metrics.Summary, id string) *metrics.RowSummary {
 	return nil
 }
 
-// Analyze derives the run's analysis: predictions, sweep operating points
-// and the diagnosis, which reads the predictions.
-func Analyze(in *Input) *Analysis {
+// input is what the analysis reads of a judged run.
+type input struct {
+	Plan     *schema.Plan
+	Summary  *metrics.Summary
+	Decision *verdict.Decision
+}
+
+// Analyze derives the run's analysis from its plan, summary and decision:
+// predictions, sweep operating points and the diagnosis, which reads the
+// predictions.
+func Analyze(plan *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Analysis {
+	in := &input{Plan: plan, Summary: sum, Decision: d}
 	a := &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in)}
-	a.Diagnosis = diagnose(in, in.Decision, a.Predictions)
+	a.Diagnosis = Diagnose(plan, sum, d, a.Predictions)
 	return a
+}
+
+// Diagnose runs the diagnosis over a judged run: each planned row with its
+// summary, whether it failed its rules, and its prediction.
+func Diagnose(plan *schema.Plan, sum *metrics.Summary, d *verdict.Decision, preds []RowPrediction) *diagnosis.Diagnosis {
+	if plan == nil {
+		return &diagnosis.Diagnosis{Examined: []string{}}
+	}
+	byRow := map[string]*RowPrediction{}
+	for i := range preds {
+		byRow[preds[i].Row] = &preds[i]
+	}
+	din := diagnosis.Input{}
+	if sum != nil {
+		din.SLO = sum.SLO
+	}
+	for i := range plan.Rows {
+		r := &plan.Rows[i]
+		row := diagnosis.Row{Plan: r, Summary: rowSummary(sum, r.ID)}
+		if d != nil {
+			if rv := d.Row(r.ID); rv != nil {
+				row.Failed = rv.Verdict == verdict.Fail || rv.Verdict == verdict.Rejected
+			}
+		}
+		if p := byRow[r.ID]; p != nil {
+			row.Prediction = &diagnosis.Prediction{Regime: p.Regime, TPOTBoundMS: p.TPOTBoundMS, TTFTBoundMS: p.PrefillBoundMS,
+				TPOTRatio: p.TPOTRatio, TTFTRatio: p.TTFTRatio, MaxConcurrency: p.MaxConcurrency}
+		}
+		din.Rows = append(din.Rows, row)
+	}
+	return diagnosis.Diagnose(din)
 }
 
 // Knee thresholds: a step up in load whose throughput gain is less than
@@ -117,7 +165,7 @@ const (
 // analyzeSweeps places each sweep's operating point and knee. A sweep is
 // the set of planned rows expanded from one written row (same Base, an id
 // of its own), in plan order, which is the order of the swept values.
-func analyzeSweeps(in *Input) []SweepAnalysis {
+func analyzeSweeps(in *input) []SweepAnalysis {
 	if in.Plan == nil {
 		return nil
 	}
@@ -198,7 +246,7 @@ func analyzeSweeps(in *Input) []SweepAnalysis {
 // findKnee walks a sweep in order of increasing load and returns the last
 // row before throughput stopped keeping up with the load while latency
 // climbed, with the numbers that decided it.
-func findKnee(in *Input, idx []int) (string, string) {
+func findKnee(in *input, idx []int) (string, string) {
 	load := func(r *schema.PlannedRow) float64 {
 		if r.Load.Mode == schema.ModeConcurrency {
 			return float64(r.Load.Concurrency)

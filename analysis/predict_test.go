@@ -1,4 +1,4 @@
-package reports
+package analysis
 
 import (
 	"fmt"
@@ -57,7 +57,7 @@ func TestPredictWorkedExample(t *testing.T) {
 		measuredRow("chat", 40, 6.5, 40+499*6.5),
 		measuredRow("long", 300, 6.6, 300+31*6.6),
 	}}
-	preds := predictRows(&Input{Plan: plan, Summary: sum})
+	preds := predictRows(&input{Plan: plan, Summary: sum})
 	if len(preds) != 2 || preds[0].Row != "chat" || preds[1].Row != "long" {
 		t.Fatalf("predictions %+v; want chat and long, in plan order", preds)
 	}
@@ -133,13 +133,13 @@ func readPredictionsDoc(t *testing.T) string {
 // without a plan at all, gets no predictions.
 func TestPredictNone(t *testing.T) {
 	plan := predictPlan(t, "", "  - {id: a, concurrency: 1, requests: 1, input_tokens: 8, output_tokens: 8}\n")
-	if got := predictRows(&Input{Plan: plan}); got != nil {
+	if got := predictRows(&input{Plan: plan}); got != nil {
 		t.Errorf("no predict section: %+v; want nil", got)
 	}
-	if predictRows(&Input{}) != nil || predictRows(nil) != nil || predictRows(&Input{Plan: &schema.Plan{}}) != nil {
+	if predictRows(&input{}) != nil || predictRows(nil) != nil || predictRows(&input{Plan: &schema.Plan{}}) != nil {
 		t.Error("no plan: want nil")
 	}
-	if a := Analyze(&Input{Plan: plan}); a.Predictions != nil {
+	if a := Analyze(plan, nil, nil); a.Predictions != nil {
 		t.Errorf("Analyze without predict: %+v", a.Predictions)
 	}
 }
@@ -217,7 +217,7 @@ func TestPredictRegimes(t *testing.T) {
 				load += ", " + chat
 			}
 			plan := predictPlan(t, predict, "  - {id: r, "+load+"}\n")
-			in := &Input{Plan: plan}
+			in := &input{Plan: plan}
 			if !c.noMeasurements {
 				rs := metrics.RowSummary{ID: "r"}
 				c.rs(&rs)
@@ -259,7 +259,7 @@ func TestPredictLengths(t *testing.T) {
 	ds := measuredRow("dataset", 40, 6.5, 3300)
 	ds.Metrics.InputTokens = metrics.Dist{Count: 10, Mean: 1000}
 	ds.Metrics.OutputTokens = metrics.Dist{Count: 10, Mean: 500}
-	preds := predictRows(&Input{Plan: plan, Summary: &metrics.Summary{Rows: []metrics.RowSummary{ds}}})
+	preds := predictRows(&input{Plan: plan, Summary: &metrics.Summary{Rows: []metrics.RowSummary{ds}}})
 	if len(preds) != 3 {
 		t.Fatalf("%d predictions; want 3", len(preds))
 	}
@@ -279,12 +279,12 @@ func TestPredictLengths(t *testing.T) {
 // but not one stream's speed.
 func TestPredictOverridesAndReplicas(t *testing.T) {
 	rows := "  - {id: a, concurrency: 1, requests: 1, input_tokens: 1000, output_tokens: 500}\n"
-	base := predictRows(&Input{Plan: predictPlan(t, workedPredict, rows)})[0]
+	base := predictRows(&input{Plan: predictPlan(t, workedPredict, rows)})[0]
 	plan := predictPlan(t, `{model: llama-3.1-8b, gpu: h100-sxm, bandwidth_efficiency: 0.8, flops_efficiency: 0.55, replicas: 3,
   reserve_gb: 1, gpu_memory_utilization: 0.95, kv_precision: fp8,
   gpu_overrides: {bandwidth_tbs: 3.0, bf16_tflops: 900},
   model_overrides: {params_b: 7.5, layers: 16}}`, rows)
-	p := predictRows(&Input{Plan: plan})[0]
+	p := predictRows(&input{Plan: plan})[0]
 	const (
 		weights = 2 * 7.5e9
 		kvTok   = 2 * 16 * 8 * 128 * 1 // 16 layers, an FP8 KV cache
@@ -307,7 +307,7 @@ func TestPredictOverridesAndReplicas(t *testing.T) {
 	two := predictPlan(t, "{model: llama-3.1-8b, gpu: h100-sxm, bandwidth_efficiency: 0.8, flops_efficiency: 0.55, replicas: 2}",
 		"  - {id: a, concurrency: 64, requests: 1, input_tokens: 1000, output_tokens: 500}\n")
 	sum := &metrics.Summary{Rows: []metrics.RowSummary{measuredRow("a", 50, 10, 5000)}}
-	q := predictRows(&Input{Plan: two, Summary: sum})[0]
+	q := predictRows(&input{Plan: two, Summary: sum})[0]
 	if q.TPOTBoundMS != base.TPOTBoundMS || q.KVCapacityTokens != 2*base.KVCapacityTokens || q.MaxConcurrency != 2*base.MaxConcurrency {
 		t.Errorf("2 replicas: %+v; want the bound of 1 and twice its capacity %d and concurrency %d", q, base.KVCapacityTokens, base.MaxConcurrency)
 	}
@@ -349,7 +349,7 @@ rows:
 	tpotBound := 1e3 * roofline.TPOTBound(d.Model, d.GPU, d.Precision, d.Efficiency, 1000+500/2)
 	prefillBound := 1e3 * roofline.PrefillBound(d.Model, d.GPU, d.Precision, d.Efficiency, 0, 1000)
 	sum := &metrics.Summary{Rows: []metrics.RowSummary{measuredRow("chat", prefillBound, tpotBound, prefillBound+499*tpotBound)}}
-	p := predictRows(&Input{Plan: plan, Summary: sum})[0]
+	p := predictRows(&input{Plan: plan, Summary: sum})[0]
 	if p.TPOTRatio != 1 || p.TTFTRatio != 1 || p.Regime != RegimeBandwidth {
 		t.Errorf("physics-only row: TPOT ×%v, TTFT ×%v, %s (%s); want 1, 1, %s", p.TPOTRatio, p.TTFTRatio, p.Regime, p.Evidence, RegimeBandwidth)
 	}
@@ -400,7 +400,7 @@ rows:
 	if err != nil {
 		t.Fatal(err)
 	}
-	preds := predictRows(&Input{Plan: plan})
+	preds := predictRows(&input{Plan: plan})
 	m, _ := roofline.LookupModel("llama-3.1-8b")
 	g, _ := roofline.LookupGPU("h100-sxm")
 	eff := roofline.Efficiency{Bandwidth: 0.8, FLOPs: 0.55}
