@@ -24,7 +24,6 @@ import (
 
 	"github.com/infermatrix/infermatrix/compare"
 	"github.com/infermatrix/infermatrix/metrics"
-	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
 )
@@ -361,13 +360,13 @@ func readRun(folder, path string) (*Run, error) {
 var nan = math.NaN()
 
 func readDecision(dir string) (*verdict.Decision, error) {
-	b, err := os.ReadFile(filepath.Join(dir, reports.DecisionJSON))
+	b, err := os.ReadFile(filepath.Join(dir, verdict.DecisionJSON))
 	if err != nil {
 		return nil, err
 	}
 	var d verdict.Decision
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", reports.DecisionJSON, err)
+		return nil, fmt.Errorf("%s: %w", verdict.DecisionJSON, err)
 	}
 	return &d, nil
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
-	"github.com/infermatrix/infermatrix/reports"
 )
 
 // Output file names, in the history folder (default <folder>/history/).
@@ -324,15 +324,15 @@ func runTick(r *Run) string {
 // Plots draws one trend chart per headline metric, one line per row,
 // leaving out a metric no run has a value for. A point from a run in which
 // the row was invalid is hollow.
-func (h *History) Plots() ([]reports.Plot, error) {
+func (h *History) Plots() ([]charts.Plot, error) {
 	ticks := make([]string, len(h.Runs))
 	for i := range h.Runs {
 		ticks[i] = runTick(&h.Runs[i])
 	}
 	name := strings.Join(h.experimentNames(), ", ")
-	var out []reports.Plot
+	var out []charts.Plot
 	for k, m := range Metrics {
-		c := reports.TrendChart{
+		c := charts.TrendChart{
 			Name:     "trend-" + m.Key,
 			Title:    m.Name + " per run",
 			Subtitle: fmt.Sprintf("%s: %s; x is the run number and start (UTC), evenly spaced", name, h.countText()),
@@ -348,10 +348,10 @@ func (h *History) Plots() ([]reports.Plot, error) {
 		}
 		any := false
 		for _, id := range h.Rows {
-			s := reports.TrendSeries{Label: id}
+			s := charts.TrendSeries{Label: id}
 			for i := range h.Runs {
 				if v := h.Runs[i].Values[id]; v != nil && !math.IsNaN(v.Values[k]) {
-					s.Points = append(s.Points, reports.TrendPoint{Run: i + 1, Value: v.Values[k], Invalid: v.Invalid})
+					s.Points = append(s.Points, charts.TrendPoint{Run: i + 1, Value: v.Values[k], Invalid: v.Invalid})
 					any = true
 				}
 			}
@@ -360,7 +360,7 @@ func (h *History) Plots() ([]reports.Plot, error) {
 		if !any {
 			continue
 		}
-		p, err := reports.RenderTrend(c)
+		p, err := charts.RenderTrend(c)
 		if err != nil {
 			return nil, err
 		}
@@ -371,6 +371,6 @@ func (h *History) Plots() ([]reports.Plot, error) {
 }
 
 // plotFile is a plot's PNG, relative to the history folder.
-func plotFile(p reports.Plot, ext string) string {
+func plotFile(p charts.Plot, ext string) string {
 	return filepath.ToSlash(filepath.Join(PlotsDir, p.Name+"."+ext))
 }

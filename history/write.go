@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
-	"github.com/infermatrix/infermatrix/reports"
 )
 
 // Write draws the trend charts and writes history.md, history.html and
@@ -55,7 +55,7 @@ func Write(h *History, out string) ([]string, error) {
 // and the trend charts (plots/, beside it). Every string from a run is
 // escaped as a Markdown cell (textsafe.MarkdownCell): folder names, row
 // ids, versions and flags are the runs' and the servers', not ours.
-func (h *History) Markdown(plots []reports.Plot) string {
+func (h *History) Markdown(plots []charts.Plot) string {
 	var b strings.Builder
 	name := strings.Join(h.experimentNames(), ", ")
 	fmt.Fprintf(&b, "# History of %s\n\n", textsafe.MarkdownCell(name))
@@ -198,7 +198,7 @@ type htmlPlot struct {
 // parsed as part of the page, and every string from a run goes through
 // html/template's escaping; the page then loses control characters
 // (textsafe.Terminal), as report.html does.
-func (h *History) HTML(plots []reports.Plot) (string, error) {
+func (h *History) HTML(plots []charts.Plot) (string, error) {
 	name := strings.Join(h.experimentNames(), ", ")
 	v := htmlView{
 		Title: "History of " + name,

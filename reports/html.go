@@ -10,6 +10,7 @@ import (
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 
 	"github.com/infermatrix/infermatrix/analysis"
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/internal/htmlstyle"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -36,7 +37,7 @@ const ReportHTML = "report.html"
 // whole and then loses them (textsafe.Terminal): an escape sequence in a
 // model id must not reach a terminal that shows the file, and a bidi
 // override must not reorder what a browser shows.
-func WriteHTML(w io.Writer, in *Input, plots []Plot) error {
+func WriteHTML(w io.Writer, in *Input, plots []charts.Plot) error {
 	v := newHTMLView(in, plots)
 	var b strings.Builder
 	if err := htmlPage.Execute(&b, v); err != nil {
@@ -219,7 +220,7 @@ type htmlPlot struct {
 	Src         template.URL
 }
 
-func newHTMLView(in *Input, plots []Plot) *htmlView {
+func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
 	exp := p.Experiment
 	v := &htmlView{

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/analysis"
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -54,7 +55,7 @@ func testPNG(t *testing.T) []byte {
 
 // htmlInput is the fixture run with hostile strings planted, a prediction,
 // a sweep and two plots (SVG, and PNG only).
-func htmlInput(t *testing.T) (*Input, []Plot) {
+func htmlInput(t *testing.T) (*Input, []charts.Plot) {
 	t.Helper()
 	in, _, err := LoadRun(&rundir.Dir{Path: fixtureRun}, RerenderOptions{})
 	if err != nil {
@@ -79,14 +80,14 @@ func htmlInput(t *testing.T) (*Input, []Plot) {
 	if len(in.Analysis.Sweeps) == 0 {
 		in.Analysis.Sweeps = []analysis.SweepAnalysis{{Base: "sweep", Rows: []string{"sweep/c=1", "sweep/c=4"}, OperatingPoint: "sweep/c=4", Why: "test"}}
 	}
-	plots := []Plot{
+	plots := []charts.Plot{
 		{Name: "latency-throughput-sweep", Title: hostileTitle, SVG: []byte(testSVG), PNG: testPNG(t)},
 		{Name: "ttft-cdf", Title: "TTFT CDF", PNG: testPNG(t)},
 	}
 	return in, plots
 }
 
-func renderHTML(t *testing.T, in *Input, plots []Plot) []byte {
+func renderHTML(t *testing.T, in *Input, plots []charts.Plot) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := WriteHTML(&b, in, plots); err != nil {

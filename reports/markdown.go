@@ -10,6 +10,7 @@ import (
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 
 	"github.com/infermatrix/infermatrix/analysis"
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -42,7 +43,7 @@ type Input struct {
 	// manifest recorded); nil for none.
 	Baseline *verdict.Baseline
 
-	plots []Plot // rendered by Write, linked from decision.md
+	plots []charts.Plot // rendered by Write, linked from decision.md
 }
 
 // WriteMarkdown renders decision.md: GitHub-flavoured Markdown for a pull
@@ -758,7 +759,7 @@ func (m *mdWriter) predictions(p *schema.Plan, preds []analysis.RowPrediction) {
 }
 
 // plots embeds the rendered charts, which Write stores beside decision.md.
-func (m *mdWriter) plots(plots []Plot) {
+func (m *mdWriter) plots(plots []charts.Plot) {
 	if len(plots) == 0 {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/schema"
 )
 
@@ -20,7 +21,7 @@ const (
 // WritePlan prints the expanded rows of a plan with request counts and an
 // estimated duration, for `infermatrix plan`.
 func WritePlan(w io.Writer, p *schema.Plan) error {
-	fmt.Fprintf(w, "%s: %d row%s\n\n", p.Experiment.Name, len(p.Rows), plural(len(p.Rows)))
+	fmt.Fprintf(w, "%s: %d row%s\n\n", p.Experiment.Name, len(p.Rows), numfmt.Plural(len(p.Rows)))
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROW\tLOAD\tINPUT\tOUTPUT\tREQUESTS\tSTOP\tEST. DURATION\t")
 	var total time.Duration
@@ -57,7 +58,7 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 	case unbounded == len(p.Rows):
 		fmt.Fprintf(w, "\nabout %s in all", total.Round(time.Second))
 	case unbounded > 0:
-		fmt.Fprintf(w, "\n%d requests plus %d row%s bounded by time, about %s in all", totalReqs, unbounded, plural(unbounded), total.Round(time.Second))
+		fmt.Fprintf(w, "\n%d requests plus %d row%s bounded by time, about %s in all", totalReqs, unbounded, numfmt.Plural(unbounded), total.Round(time.Second))
 	default:
 		fmt.Fprintf(w, "\n%d requests, about %s in all", totalReqs, total.Round(time.Second))
 	}
@@ -80,11 +81,4 @@ func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
 		}
 	}
 	return schema.Estimate{Duration: assumedTTFT + (out-1)*assumedTPOT, Assumed: true}
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/infermatrix/infermatrix/verdict"
 
 	"github.com/infermatrix/infermatrix/analysis"
+	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
@@ -69,7 +70,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		return nil
 	}
 	var failed []error
-	plots, err := RenderPlots(in)
+	plots, err := charts.RenderPlots(in.chartInput())
 	if err != nil {
 		failed = append(failed, fmt.Errorf("render plots: %w", err))
 		plots = nil
@@ -142,4 +143,9 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		}
 	}
 	return w, errors.Join(failed...)
+}
+
+// chartInput is what the charts read of the record's input.
+func (in *Input) chartInput() *charts.Input {
+	return &charts.Input{Plan: in.Plan, Summary: in.Summary, Decision: in.Decision, Analysis: in.Analysis, Records: in.Records}
 }

@@ -55,3 +55,11 @@ func abs64(v float64) float64 {
 	}
 	return v
 }
+
+// Plural is the "s" a count of n things takes in English: none for one.
+func Plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

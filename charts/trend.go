@@ -1,10 +1,11 @@
-package reports
+package charts
 
 import (
 	"fmt"
 	"image/color"
 	"math"
 
+	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -126,7 +127,7 @@ func RenderTrend(c TrendChart) (Plot, error) {
 		notes = append(notes, "A hollow point is a run in which the row was invalid: its figures are not trusted (see that run's decision record).")
 	}
 	if left > 0 {
-		notes = append(notes, fmt.Sprintf("%d more row%s not drawn (at most %d lines tell apart); choose rows with --rows.", left, plural(left), maxSeries))
+		notes = append(notes, fmt.Sprintf("%d more row%s not drawn (at most %d lines tell apart); choose rows with --rows.", left, numfmt.Plural(left), maxSeries))
 	}
 	for i, s := range notes {
 		if i > 0 {
