@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/internal/judgefixture"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -15,7 +16,7 @@ import (
 // numbers follow, with its notes, and its self-check shows each row's CPU
 // use, measurement error and token check, flagging a mismatch.
 func TestMarkdownSelfCheckAndSemantics(t *testing.T) {
-	plan, sum := fixture(t)
+	plan, sum := judgefixture.Judged(t)
 	sum.Semantics = metrics.SemVLLM
 	sum.SemanticsNotes = metrics.SemanticsNotes(metrics.SemVLLM, metrics.SLO{})
 	idle := &sum.Rows[0]

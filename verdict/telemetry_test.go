@@ -1,9 +1,10 @@
-package reports
+package verdict_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/internal/judgefixture"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -37,15 +38,15 @@ func telemetryFixture(t *testing.T) (*schema.Plan, *metrics.Summary) {
 		t.Fatal(err)
 	}
 	f := func(v float64) *float64 { return &v }
-	scraped := row("scraped", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
+	scraped := judgefixture.Row("scraped", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
 	scraped.Server = &metrics.ServerTelemetry{Scrapes: 5, Preemptions: f(0),
 		KVCacheUsage: &metrics.Gauge{Mean: 0.4, Min: 0.1, Max: 0.6, Samples: 5}}
 	scraped.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 5, Utilization: &metrics.Gauge{Mean: 0.7, Min: 0.2, Max: 0.9, Samples: 5}}
-	partial := row("partial", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
+	partial := judgefixture.Row("partial", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
 	partial.Server = &metrics.ServerTelemetry{Scrapes: 5, Preemptions: f(3),
 		Notes: []string{"vllm:kv_cache_usage_perc not published"}}
 	sum := &metrics.Summary{Format: metrics.SummaryFormat, Experiment: "telemetry-rules", Rows: []metrics.RowSummary{
-		scraped, row("unscraped", []float64{20, 21, 22}, []float64{10, 10, 11}, 0), partial,
+		scraped, judgefixture.Row("unscraped", []float64{20, 21, 22}, []float64{10, 10, 11}, 0), partial,
 	}}
 	return plan, sum
 }

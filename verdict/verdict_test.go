@@ -1,10 +1,11 @@
-package reports
+package verdict_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/infermatrix/infermatrix/internal/judgefixture"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -25,18 +26,6 @@ acceptance:
   - {name: capacity, rows: [sat], expect: "ttft.p95 < 200", sweep: operating_point}
 `
 
-// validRow is a summary the validity checks accept, with the given TTFT
-// (every sample) and output throughput.
-func validRow(id string, conc int, ttft, tput float64) metrics.RowSummary {
-	rs := metrics.RowSummary{ID: id, Base: strings.Split(id, "/")[0], Status: metrics.RowComplete, WindowS: 60}
-	rs.Requests = metrics.Requests{Sent: 400, Completed: 400}
-	rs.Metrics.TTFT = metrics.NewDist(slices.Repeat([]float64{ttft}, 400), nil)
-	rs.Metrics.E2E = metrics.NewDist(slices.Repeat([]float64{1000}, 400), nil)
-	rs.InFlight = metrics.InFlight{Mean: float64(conc), Max: conc}
-	rs.Throughput.OutputTokensPerS = tput
-	return rs
-}
-
 func verdictsFixture(t *testing.T, sat []float64) (*schema.Plan, *metrics.Summary) {
 	t.Helper()
 	plan, err := schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{})
@@ -44,11 +33,11 @@ func verdictsFixture(t *testing.T, sat []float64) (*schema.Plan, *metrics.Summar
 		t.Fatal(err)
 	}
 	sum := &metrics.Summary{Rows: []metrics.RowSummary{
-		validRow("chat", 1, 50, 100),
-		validRow("sat/c=4", 4, sat[0], 400),
-		validRow("sat/c=16", 16, sat[1], 1400),
-		validRow("sat/c=64", 64, sat[2], 1600),
-		validRow("free", 1, 50, 100),
+		judgefixture.ValidRow("chat", 1, 50, 100),
+		judgefixture.ValidRow("sat/c=4", 4, sat[0], 400),
+		judgefixture.ValidRow("sat/c=16", 16, sat[1], 1400),
+		judgefixture.ValidRow("sat/c=64", 64, sat[2], 1600),
+		judgefixture.ValidRow("free", 1, 50, 100),
 	}}
 	return plan, sum
 }
@@ -135,7 +124,7 @@ func TestSkippedRowsMakeARunInconclusive(t *testing.T) {
 	if !slices.Equal(plan.Skipped, []string{"sat/c=4", "sat/c=16", "sat/c=64", "free"}) {
 		t.Fatalf("skipped %q", plan.Skipped)
 	}
-	d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100)}})
+	d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{judgefixture.ValidRow("chat", 1, 50, 100)}})
 	if d.Verdict != verdict.Inconclusive || verdictMap(d)["sat/c=4"] != verdict.Skipped || verdictMap(d)["chat"] != verdict.Pass {
 		t.Errorf("%s %v; want inconclusive, chat passing, the rest skipped", d.Verdict, verdictMap(d))
 	}
@@ -145,36 +134,15 @@ func TestSkippedRowsMakeARunInconclusive(t *testing.T) {
 	// Without rules on the skipped rows, the subset can pass.
 	plan, _ = schema.Parse("v.yaml", []byte(sweepExperiment), schema.Options{Rows: []string{"chat", "free"}})
 	plan.Acceptance = plan.Acceptance[:1]
-	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{validRow("chat", 1, 50, 100), validRow("free", 1, 50, 100)}}); d.Verdict != verdict.Pass {
+	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{judgefixture.ValidRow("chat", 1, 50, 100), judgefixture.ValidRow("free", 1, 50, 100)}}); d.Verdict != verdict.Pass {
 		t.Errorf("%s; want pass", d.Verdict)
-	}
-}
-
-// TestMostFailed: a run without rules whose requests mostly failed says
-// so (the command exits 1 on it).
-func TestMostFailed(t *testing.T) {
-	plan, err := schema.Parse("x.yaml", []byte("apiVersion: infermatrix/v1\nname: x\nserver: {target: builtin}\nrows: [{id: r, requests: 100, concurrency: 1, input_tokens: 8, output_tokens: 8}]\n"), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := validRow("r", 1, 50, 100)
-	rs.Requests = metrics.Requests{Sent: 100, Completed: 50, Failed: 50}
-	rs.Errors = metrics.Errors{Total: 50, Ratio: 0.5}
-	d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}})
-	if d.Verdict != verdict.NoRules || d.MostFailed || d.Failed != 50 || d.Sent != 100 {
-		t.Errorf("half failed: %+v; want no rules, not most failed", d)
-	}
-	rs.Requests = metrics.Requests{Sent: 100, Completed: 49, Failed: 51}
-	rs.Errors = metrics.Errors{Total: 51, Ratio: 0.51}
-	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(verdictDetail(d), "**Most requests failed** (51 of 100)") {
-		t.Errorf("%+v: %s", d, verdictDetail(d))
 	}
 }
 
 // TestHypothesesOnInvalidRows are inconclusive: a claim about figures that
 // cannot be trusted is neither supported nor refuted.
 func TestHypothesesOnInvalidRows(t *testing.T) {
-	plan, sum := fixture(t)
+	plan, sum := judgefixture.Judged(t)
 	plan.Validity.Ignore = nil // the fixture's rows have three samples each
 	d := verdict.Judge(plan, sum)
 	if h := d.Hypotheses[0]; h.Verdict != verdict.Inconclusive || !strings.Contains(h.Reason, "is invalid") {
