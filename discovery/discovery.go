@@ -163,8 +163,10 @@ func readSGLang(b []byte) (string, map[string]string, bool) {
 	return version, props, true
 }
 
-// readLlamaCpp reads llama.cpp's /props: build_info names the build, and
-// default_generation_settings.n_ctx is each slot's context.
+// readLlamaCpp reads llama.cpp's /props: build_info names the build
+// ("b<build number>-<commit>"), default_generation_settings.n_ctx is each
+// slot's context (--ctx-size over --parallel), total_slots is --parallel,
+// and model_ftype, in newer builds, the weights' type.
 func readLlamaCpp(b []byte) (string, map[string]string, bool) {
 	var raw map[string]any
 	if json.Unmarshal(b, &raw) != nil {
@@ -183,6 +185,7 @@ func readLlamaCpp(b []byte) (string, map[string]string, bool) {
 		put(props, MaxModelLen, gen["n_ctx"])
 	}
 	put(props, MaxModelLen, raw["n_ctx"]) // where a build reports it at the top
+	put(props, DType, raw["model_ftype"]) // "all F32", "Q8_0": the weights' type, where a build reports it
 	return build, props, true
 }
 

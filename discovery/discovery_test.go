@@ -27,6 +27,12 @@ func TestReadEngines(t *testing.T) {
 		{"llama.cpp", "llamacpp_props.json", "b6123-0c3d5a2f", map[string]string{
 			MaxModelLen: "4096", MaxRunning: "4", ModelPath: "models/qwen3-0.6b-q8_0.gguf",
 		}},
+		// A real llama-server's answer (llama.cpp v0.4.0, started with
+		// -c 8192 -np 4): n_ctx is one slot's 8192 / 4, model_ftype the
+		// weights' type.
+		{"llama.cpp", "llamacpp_props_v0.4.0.json", "b1-80fb11a", map[string]string{
+			MaxModelLen: "2048", MaxRunning: "4", ModelPath: "tiny.gguf", DType: "all F32",
+		}},
 	}
 	for _, tt := range tests {
 		body, err := os.ReadFile(filepath.Join("testdata", tt.file))

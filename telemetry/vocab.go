@@ -261,7 +261,7 @@ var mappings = []*engine{
 			qGenerationTokens: {src("llamacpp:tokens_predicted_total")},
 		},
 		Caveats: []string{
-			"llama.cpp: prompt tokens are llamacpp:prompt_tokens_total (evaluated) plus llamacpp:prompt_tokens_cached_total (reused from a slot's cache); the prefix-cache queries are all prompt tokens and the hits the reused ones",
+			"llama.cpp: prompt tokens are llamacpp:prompt_tokens_total (evaluated) plus llamacpp:prompt_tokens_cached_total (reused from a slot's cache), the prefix-cache queries that sum and the hits the reused ones; a build without the cached counter gives the evaluated ones only, not checked",
 			"llama.cpp: requests_processing counts busy slots and requests_deferred the requests waiting for one; no latency histograms or preemption counter, and kv_cache_usage_ratio only in builds before its removal",
 		},
 	},

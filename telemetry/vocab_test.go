@@ -59,6 +59,15 @@ func TestFixturesMapIntoTheVocabulary(t *testing.T) {
 			counts: map[quantity]float64{qTPOT: 250, qE2E: 250, qQueue: 250},
 		}},
 		{"llamacpp.prom", "llama.cpp", want{
+			// A real llama-server: prompt tokens are the evaluated
+			// plus the reused ones (35155 + 1461), the prefix-cache
+			// hits the reused ones; no KV figure.
+			vals: map[quantity]float64{qRunning: 4, qWaiting: 4, qPrefixQueries: 36616, qPrefixHits: 1461,
+				qPromptTokens: 36616, qGenerationTokens: 12768},
+		}},
+		{"llamacpp-older.prom", "llama.cpp", want{
+			// An older build: its KV ratio, and only the evaluated
+			// prompt tokens (read, marked partial).
 			vals: map[quantity]float64{qRunning: 2, qWaiting: 1, qKVUsage: 0.25, qPromptTokens: 6886, qGenerationTokens: 3469},
 		}},
 		{"trtllm.prom", "trtllm", want{
@@ -126,6 +135,24 @@ func (s *Sample) mappingFamilies() map[string]bool {
 		return m.families()
 	}
 	return map[string]bool{}
+}
+
+// TestLlamaCppPromptTokensWholeOrPartial reads a real llama-server's
+// prompt tokens as its evaluated plus its reused ones, whole, and an older
+// build's, which has no count of the reused ones, as partial: the token
+// check must not compare a count that leaves the reused tokens out.
+func TestLlamaCppPromptTokensWholeOrPartial(t *testing.T) {
+	s := fixture(t, "llamacpp.prom")
+	r := read(&s)
+	if r.partial[qPromptTokens] != "" || r.family[qPromptTokens] != "llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total" {
+		t.Errorf("real llama-server: prompt tokens from %q, partial %q", r.family[qPromptTokens], r.partial[qPromptTokens])
+	}
+	s = fixture(t, "llamacpp-older.prom")
+	r = read(&s)
+	if r.partial[qPromptTokens] == "" || r.vals[qPrefixQueries] != nil || r.vals[qPrefixHits] != nil {
+		t.Errorf("older llama.cpp: prompt tokens partial %q, prefix queries %v, hits %v; want partial, no prefix figures",
+			r.partial[qPromptTokens], r.vals[qPrefixQueries], r.vals[qPrefixHits])
+	}
 }
 
 // TestVLLMRenamedMetricsAreRead checks that an older vLLM, which publishes
