@@ -210,7 +210,7 @@ func queueing(f *rowFacts) (Finding, bool) {
 	if t := loadTrend(f); t != "" {
 		fd.Evidence = append(fd.Evidence, t)
 	}
-	fd.Next = "Offer less load, or serve more of it: raise the engine's batch limit (max_num_seqs, max batch size) where the KV cache has room, or add replicas. The telemetry plot shows the queue over the row."
+	fd.Next = "Offer less load, or serve more of it: raise the engine's limit on requests run at once (vLLM --max-num-seqs, SGLang --max-running-requests, TGI --max-batch-size, llama.cpp --parallel) where the KV cache has room, or add replicas. The telemetry plot shows the queue over the row."
 	if s != nil && s.KVCacheUsage != nil && s.KVCacheUsage.Max >= kvFull {
 		fd.Next = "Offer less load, or add replicas or KV memory: the KV cache is full, so a larger batch limit would only preempt. The telemetry plot shows the queue over the row."
 	}

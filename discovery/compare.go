@@ -75,6 +75,11 @@ func CompareFlags(engine string, flags map[string]any, props map[string]string) 
 				c.Mismatch = ""
 			}
 		}
+		if eng == "llamacpp" && f.prop == MaxModelLen && disc != "" && props[MaxRunning] != "" {
+			// /props reports one slot's context; --ctx-size is all
+			// slots' together.
+			c.Discovered = fmt.Sprintf("%s per slot (%s slots)", disc, props[MaxRunning])
+		}
 		out = append(out, c)
 	}
 	return out

@@ -98,6 +98,9 @@ func TestCompareFlags(t *testing.T) {
 		if c.Mismatch != "" {
 			t.Errorf("llama.cpp %s: %+v; 16384 over 4 slots is 4096 each", c.Property, c)
 		}
+		if c.Property == MaxModelLen && c.Discovered != "4096 per slot (4 slots)" {
+			t.Errorf("llama.cpp context shown as %q; want it said per slot", c.Discovered)
+		}
 	}
 	// vLLM's max-model-len against /models' max_model_len.
 	if c := CompareFlags("vllm", map[string]any{"max-model-len": 4096}, map[string]string{MaxModelLen: "8192"}); len(c) != 1 || c[0].Mismatch == "" {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +185,10 @@ func decode(body []byte, header http.Header) (fams []*dto.MetricFamily, err erro
 // extract recognises the engine from the families and keeps the series
 // the vocabulary reads: the engine's and DCGM's.
 func extract(fams []*dto.MetricFamily) (mapping string, series []Series) {
+	// expfmt's text decoder hands families over from a map, in an order
+	// that changes from scrape to scrape; a line of telemetry.jsonl lists
+	// them by name, so two scrapes of one server read alike.
+	slices.SortStableFunc(fams, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	names := make([]string, 0, len(fams))
 	for _, mf := range fams {
 		names = append(names, mf.GetName())

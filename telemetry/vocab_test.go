@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -337,4 +338,34 @@ func FuzzDecode(f *testing.F) {
 			read(&s)
 		}
 	})
+}
+
+// TestSeriesInNameOrder: a scrape's series are listed by family name, so
+// that two scrapes of one server give lines that read alike (expfmt hands
+// the families over in map order).
+func TestSeriesInNameOrder(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "vllm.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []string
+	for i := 0; i < 5; i++ {
+		fams, err := decode(body, http.Header{"Content-Type": []string{"text/plain; version=0.0.4"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, series := extract(fams)
+		names := make([]string, len(series))
+		for j, s := range series {
+			names[j] = s.Name
+		}
+		if !slices.IsSorted(names) {
+			t.Fatalf("series not in name order: %v", names)
+		}
+		if i == 0 {
+			first = names
+		} else if !slices.Equal(first, names) {
+			t.Fatalf("scrape %d lists %v, the first %v", i, names, first)
+		}
+	}
 }
