@@ -21,3 +21,23 @@ func TestGrouped(t *testing.T) {
 		}
 	}
 }
+
+func TestNum(t *testing.T) {
+	for _, tt := range []struct {
+		v    float64
+		want string
+	}{
+		{3, "3"}, {-40, "-40"}, {2.5, "2.50"}, {0.1234, "0.123"}, {-12.34, "-12.3"},
+		{1234.6, "1235"}, {1e15, "1000000000000000"}, {math.NaN(), "NaN"},
+	} {
+		if got := Num(tt.v); got != tt.want {
+			t.Errorf("Num(%v) = %q; want %q", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	if Plural(1) != "" || Plural(0) != "s" || Plural(2) != "s" {
+		t.Errorf("Plural(1, 0, 2) = %q, %q, %q; want \"\", s, s", Plural(1), Plural(0), Plural(2))
+	}
+}
