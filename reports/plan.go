@@ -3,10 +3,13 @@ package reports
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/schema"
 )
 
@@ -65,8 +68,46 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 	if assumed {
 		fmt.Fprintf(w, "\n~ assumes %s to first token and %s per output token; the real figure depends on the server", assumedTTFT, assumedTPOT)
 	}
+	fmt.Fprintf(w, "\n%s", telemetryPlan(p))
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// telemetryPlan says what each row will scrape, so that a reviewer sees
+// before the run where server.* and gpu.* will come from, or that they
+// will not.
+func telemetryPlan(p *schema.Plan) string {
+	t := p.Telemetry
+	if !t.Enabled {
+		return "telemetry: off (no server.* or gpu.* figures)"
+	}
+	if p.Server.Builtin && len(t.Metrics) == 0 && len(t.GPU) == 0 {
+		return fmt.Sprintf("telemetry: every %s from the built-in server's /metrics, its simulated GPUs included", t.Interval)
+	}
+	server := "the server's own /metrics"
+	switch {
+	case len(t.Metrics) > 0:
+		server = strings.Join(redactAll(t.Metrics), ", ")
+	case !p.Server.Builtin:
+		var urls []string
+		for _, u := range p.Server.URLs {
+			urls = append(urls, schema.ServerMetricsURL(u))
+		}
+		server = strings.Join(redactAll(slices.Compact(urls)), ", ")
+	}
+	gpu := "no DCGM exporter (gpu.* only where the server serves DCGM names itself)"
+	if len(t.GPU) > 0 {
+		gpu = "DCGM " + strings.Join(redactAll(t.GPU), ", ")
+	}
+	return fmt.Sprintf("telemetry: every %s from %s; %s", t.Interval, server, gpu)
+}
+
+func redactAll(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = redact.URL(u)
+	}
+	return out
 }
 
 // requestLatency is the expected latency of one request of the row: the

@@ -112,7 +112,9 @@ func TestPlanListsSweptRows(t *testing.T) {
 	if len(rows) != 6 {
 		t.Errorf("plan lists %d swept rows; want 6:\n%s", len(rows), r.stdout)
 	}
-	for _, want := range []string{"grid/c=8,in=4096", "300 requests", "~ assumes"} {
+	for _, want := range []string{"grid/c=8,in=4096", "300 requests", "~ assumes",
+		// Where server.* and gpu.* will come from, before anything runs.
+		"telemetry: every 1s from http://127.0.0.1:8000/metrics; no DCGM exporter"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, r.stdout)
 		}
