@@ -6,48 +6,29 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/analysis"
+	"github.com/infermatrix/infermatrix/internal/recordfixture"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/verdict"
 )
 
-// hostileNote is a telemetry note as a server could make it: a metric name
-// or error text with markup, a table pipe and an escape sequence.
-const hostileNote = "scrape failed: <script>alert(1)</script> | [x](http://evil.example) \x1b[2J"
-
-// diagnosedInput is the spreadsheet fixture with telemetry on two rows:
-// sat/c=8 preempted and queued, chat is healthy; sat/c=1 and sat/c=4 have
-// none.
-func diagnosedInput(t *testing.T) *Input {
-	in := xlsxInput(t)
-	f := func(v float64) *float64 { return &v }
-	for i := range in.Summary.Rows {
-		rs := &in.Summary.Rows[i]
-		switch rs.ID {
-		case "sat/c=8":
-			rs.Metrics.TTFT = metrics.NewDist([]float64{100, 110, 120, 130, 2000}, nil)
-			rs.Server = &metrics.ServerTelemetry{Scrapes: 12, Failed: 1,
-				KVCacheUsage:       &metrics.Gauge{Mean: 0.91, Min: 0.4, Max: 0.99, Samples: 12},
-				NumRequestsRunning: &metrics.Gauge{Mean: 6.5, Min: 2, Max: 8, Samples: 12},
-				NumRequestsWaiting: &metrics.Gauge{Mean: 2.5, Min: 0, Max: 6, Samples: 12},
-				Preemptions:        f(7), PrefixCacheHitRate: f(0.125), PrefixCacheQueries: f(8000),
-				TTFT:    &metrics.ServerDist{Count: 5, Mean: 410, P50: 95, P95: 1900},
-				TTFTGap: &metrics.Gap{Mean: 12.5, P50: 15, P95: 20},
-				Tokens: &metrics.CounterCheck{Mismatch: true, Prompt: metrics.CounterDiff{Server: 160, Records: 80, Diff: 1, Compared: true},
-					Notes: []string{"prompt counter differs"}},
-				Notes: []string{hostileNote}}
-			rs.GPU = &metrics.GPUTelemetry{GPUs: 2, Scrapes: 12, Utilization: &metrics.Gauge{Mean: 0.75, Max: 1, Samples: 24},
-				PowerW: &metrics.Gauge{Mean: 900, Max: 1300, Samples: 12}, MemoryUsedGB: &metrics.Gauge{Mean: 70.5, Max: 75.25, Samples: 24}}
-		case "chat":
-			rs.Server = &metrics.ServerTelemetry{Scrapes: 10, NumRequestsWaiting: &metrics.Gauge{Samples: 10}, Preemptions: f(0)}
-		}
-	}
-	in.Decision = verdict.Judge(in.Plan, in.Summary)
-	in.Analysis.Diagnosis = nil
-	return in
+// xlsxInput is the shared record fixture as the record's input.
+func xlsxInput(t testing.TB) *Input {
+	return inputOf(recordfixture.New(t))
 }
 
-// TestTelemetryRendered: every format shows the Server and GPU figures and
-// the same findings, with server text escaped.
+// diagnosedInput is the fixture with telemetry on two rows
+// (recordfixture.Diagnosed).
+func diagnosedInput(t testing.TB) *Input {
+	return inputOf(recordfixture.Diagnosed(t))
+}
+
+func inputOf(r *recordfixture.Run) *Input {
+	return &Input{Plan: r.Plan, Manifest: r.Manifest, Summary: r.Summary, Decision: r.Decision, Analysis: r.Analysis, Records: r.Records}
+}
+
+// TestTelemetryRendered: decision.md and report.html show the Server and
+// GPU figures and the same findings, with server text escaped (results.xlsx:
+// workbook's TestTelemetrySheets).
 func TestTelemetryRendered(t *testing.T) {
 	in := diagnosedInput(t)
 	var md bytes.Buffer
@@ -90,31 +71,6 @@ func TestTelemetryRendered(t *testing.T) {
 	}
 	if strings.Contains(page, "<script>") {
 		t.Error("report.html holds a server note's markup unescaped")
-	}
-
-	f := openXLSX(t, renderXLSX(t, in))
-	if got := cellValue(t, f, "Telemetry", "A1"); got != "Row" {
-		t.Errorf("Telemetry!A1 = %q; want the header", got)
-	}
-	rows, err := f.GetRows("Telemetry")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var line []string
-	for _, r := range rows {
-		if len(r) > 0 && r[0] == "sat/c=8" {
-			line = r
-		}
-	}
-	if len(line) < 12 || line[1] != "12" || line[11] != "7" {
-		t.Errorf("Telemetry line of sat/c=8 = %q; want 12 scrapes and 7 preemptions", line)
-	}
-	diag, err := f.GetRows("Diagnosis")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(diag) < 2 || diag[0][0] != "Row" || diag[1][0] != "sat/c=8" || diag[1][1] != "fail" || strings.Contains(diag[1][4], "`") {
-		t.Errorf("Diagnosis sheet = %q; want a header, then sat/c=8's findings without code marks", diag)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/record"
 	"github.com/infermatrix/infermatrix/verdict"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -19,7 +20,7 @@ func WriteGitHub(w io.Writer, in *Input) error {
 	m := &mdWriter{w: w}
 	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
 	title := "infermatrix: " + p.Experiment.Name
-	if simulated(man) {
+	if record.Simulated(man) {
 		title += " (SIMULATED)"
 	}
 	m.printf("### %s\n\n", cell(title))

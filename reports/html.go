@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/record"
 
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/charts"
@@ -98,7 +99,7 @@ type htmlView struct {
 	Sweeps      []htmlSweep
 	Simulated   string
 	Rejudged    string
-	Server      []serverFact
+	Server      []record.ServerFact
 	Facts       [][2]string
 	Validity    []htmlInvalid
 	ValidNotes  []htmlNote
@@ -226,26 +227,26 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	v := &htmlView{
 		Title:       "Decision record: " + exp.Name,
 		Rejudged:    in.JudgedBy,
-		Server:      serverComparison(p, man),
+		Server:      record.ServerComparison(p, man),
 		Name:        exp.Name,
 		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
-		Facts:       runFacts(man),
+		Facts:       record.RunFacts(man),
 		SHA256:      man.Experiment.SHA256,
 		Reproduce:   reproduceCommand(man),
 		JudgedBy:    in.JudgedBy,
 		ExpFile:     man.Experiment.File,
 		HashFile:    rundir.HashFile,
 		HasSLO:      !sum.SLO.IsZero(),
-		SLO:         sloText(sum.SLO),
+		SLO:         record.SLOText(sum.SLO),
 	}
 	if len(exp.Metadata) > 0 {
-		v.Metadata = formatMap(exp.Metadata)
+		v.Metadata = record.FormatMap(exp.Metadata)
 	}
-	if simulated(man) {
+	if record.Simulated(man) {
 		v.Title += " (SIMULATED)"
-		v.Simulated = simulatedBanner(man)
+		v.Simulated = record.SimulatedBanner(man)
 	}
 	for _, rv := range d.Rows {
 		if rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
@@ -256,8 +257,8 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		}
 		v.Ignored = strings.Join(rv.Validity.Ignored, ", ")
 	}
-	for _, n := range groupedNotes(d) {
-		v.ValidNotes = append(v.ValidNotes, htmlNote{Rows: n.rows, Text: n.text})
+	for _, n := range record.GroupedNotes(d) {
+		v.ValidNotes = append(v.ValidNotes, htmlNote{Rows: n.Rows, Text: n.Text})
 	}
 	for _, rs := range sum.Rows {
 		if rs.SelfCheck.ClientBound {
@@ -265,7 +266,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		}
 	}
 	for _, h := range d.Hypotheses {
-		ev := formatValues(h.Values)
+		ev := record.FormatValues(h.Values)
 		if h.Reason != "" {
 			ev = h.Reason
 		}
@@ -340,7 +341,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	}
 	v.SelfCheck = htmlSelfCheckOf(sum)
 	v.Telemetry = htmlTelemetryOf(sum)
-	v.Diagnosis = htmlDiagnosisOf(diagnosisOf(in, d))
+	v.Diagnosis = htmlDiagnosisOf(record.Diagnosis(in.Plan, in.Summary, in.Analysis, d))
 	for _, pl := range plots {
 		var src string
 		switch {
@@ -364,8 +365,8 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 }
 
 func htmlVerdictOf(d *verdict.Decision) htmlVerdict {
-	headline, class := verdictHeadline(d)
-	return htmlVerdict{Class: class, Headline: headline, Detail: mdSegs(verdictDetail(d))}
+	headline, class := record.VerdictHeadline(d)
+	return htmlVerdict{Class: class, Headline: headline, Detail: mdSegs(record.VerdictDetail(d))}
 }
 
 func hypothesisClass(v string) string {
@@ -396,7 +397,7 @@ func verdictBadge(v string) htmlBadge {
 
 // validityBadge is a row's validity for the matrix.
 func validityBadge(rv *verdict.RowVerdict) htmlBadge {
-	t := validityText(rv)
+	t := record.ValidityText(rv)
 	switch {
 	case t == "—":
 		return htmlBadge{t, ""}
@@ -472,7 +473,7 @@ func failureSegs(rr verdict.RuleResult) [][]seg {
 		case c.Reason != "":
 			s = append(s, prose(" ("+c.Reason+")"))
 		case len(c.Values) > 0:
-			s = append(s, prose(" with "+formatValues(c.Values)))
+			s = append(s, prose(" with "+record.FormatValues(c.Values)))
 		}
 		out = append(out, s)
 	}

@@ -3,11 +3,11 @@ package reports
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/record"
 
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/charts"
@@ -56,12 +56,12 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	exp := p.Experiment
 
 	title := "Decision record: " + exp.Name
-	if simulated(man) {
+	if record.Simulated(man) {
 		title += " (SIMULATED)"
 	}
 	m.printf("# %s\n\n", cell(title))
-	if simulated(man) {
-		m.printf("> **%s**\n\n", cell(simulatedBanner(man)))
+	if record.Simulated(man) {
+		m.printf("> **%s**\n\n", cell(record.SimulatedBanner(man)))
 	}
 	if in.JudgedBy != "" {
 		m.printf("> **Re-judged.** %s\n\n", cell(in.JudgedBy))
@@ -75,7 +75,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("## Hypotheses\n\n")
 		m.printf("| | Hypothesis | Verdict | Evidence |\n|---|---|---|---|\n")
 		for _, h := range d.Hypotheses {
-			ev := formatValues(h.Values)
+			ev := record.FormatValues(h.Values)
 			if h.Reason != "" {
 				ev = h.Reason
 			}
@@ -91,7 +91,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.printf("## Server and run\n\n")
 	m.printf("What the experiment declared, beside what the run found.\n\n")
 	m.printf("| | Declared | Discovered | |\n|---|---|---|---|\n")
-	for _, f := range serverComparison(p, man) {
+	for _, f := range record.ServerComparison(p, man) {
 		flag := ""
 		if f.Mismatch != "" {
 			flag = "⚠ " + cell(f.Mismatch)
@@ -99,12 +99,12 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("| %s | %s | %s | %s |\n", f.Name, cell(f.Declared), cell(f.Discovered), flag)
 	}
 	m.printf("\n| | |\n|---|---|\n")
-	for _, kv := range runFacts(man) {
+	for _, kv := range record.RunFacts(man) {
 		m.printf("| %s | %s |\n", kv[0], cell(kv[1]))
 	}
 	m.printf("\n")
 	if len(exp.Metadata) > 0 {
-		m.printf("Metadata: %s\n\n", cell(formatMap(exp.Metadata)))
+		m.printf("Metadata: %s\n\n", cell(record.FormatMap(exp.Metadata)))
 	}
 
 	m.printf("## Workload matrix\n\n")
@@ -158,7 +158,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 	m.printf("\n")
 	if !sum.SLO.IsZero() {
-		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", sloText(sum.SLO))
+		m.printf("Goodput counts requests meeting every SLO: %s.\n\n", record.SLOText(sum.SLO))
 	}
 	m.semanticsNotes(sum)
 	m.errorExamples(sum)
@@ -222,7 +222,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("\n")
 	}
 
-	m.diagnosis(diagnosisOf(in, d))
+	m.diagnosis(record.Diagnosis(in.Plan, in.Summary, in.Analysis, d))
 	m.selfCheck(sum)
 
 	m.plots(in.plots)
@@ -430,8 +430,8 @@ func (m *mdWriter) verdict(d *verdict.Decision, sum *metrics.Summary) {
 	if sum.Interrupted {
 		m.printf("> **Interrupted.** The run was stopped before it finished; the numbers below cover only what was measured.\n\n")
 	}
-	headline, _ := verdictHeadline(d)
-	m.printf("**Verdict: %s.** %s\n\n", headline, verdictDetail(d))
+	headline, _ := record.VerdictHeadline(d)
+	m.printf("**Verdict: %s.** %s\n\n", headline, record.VerdictDetail(d))
 }
 
 // validity lists every invalid row with each failed check and what to do
@@ -463,8 +463,8 @@ func (m *mdWriter) validity(d *verdict.Decision) {
 		m.printf("\n")
 	}
 	var notes []string
-	for _, n := range groupedNotes(d) {
-		notes = append(notes, fmt.Sprintf("- %s: %s.", codeList(n.rows), cell(n.text)))
+	for _, n := range record.GroupedNotes(d) {
+		notes = append(notes, fmt.Sprintf("- %s: %s.", record.CodeList(n.Rows), cell(n.Text)))
 	}
 	if len(notes) > 0 {
 		m.printf("Notes:\n\n%s\n\n", strings.Join(notes, "\n"))
@@ -493,7 +493,7 @@ func verdictCell(v string) string {
 // validityCell is a row's validity for the matrix: ✓, or the failed
 // checks.
 func validityCell(rv *verdict.RowVerdict) string {
-	t := validityText(rv)
+	t := record.ValidityText(rv)
 	if rv != nil && rv.Validity.Valid && t == "valid" {
 		return "✓ valid"
 	}
@@ -508,19 +508,6 @@ func itlCell(rs *metrics.RowSummary, v schema.ValidityPlan) string {
 		t += fmt.Sprintf(" ⚠ bursts (%.0f%% zero gaps)", 100*c.ZeroGapShare)
 	}
 	return t
-}
-
-func formatMap(m map[string]any) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%v", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 // triple formats p50 / p95 / p99 of a latency, all three with the
@@ -554,23 +541,6 @@ func errorsCell(rs *metrics.RowSummary) string {
 	return s
 }
 
-func sloText(s metrics.SLO) string {
-	var parts []string
-	if s.TTFTms > 0 {
-		parts = append(parts, fmt.Sprintf("TTFT ≤ %g ms", s.TTFTms))
-	}
-	if s.TPOTms > 0 {
-		parts = append(parts, fmt.Sprintf("TPOT ≤ %g ms", s.TPOTms))
-	}
-	if s.ITLms > 0 {
-		parts = append(parts, fmt.Sprintf("largest ITL ≤ %g ms", s.ITLms))
-	}
-	if s.E2Ems > 0 {
-		parts = append(parts, fmt.Sprintf("E2E ≤ %g ms", s.E2Ems))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // failureText says why a rule failed, as Markdown safe in a table cell:
 // each failed clause with the measured values it read.
 func failureText(rr verdict.RuleResult) string {
@@ -584,19 +554,11 @@ func failureText(rr verdict.RuleResult) string {
 		case c.Reason != "":
 			t += " (" + cell(c.Reason) + ")"
 		case len(c.Values) > 0:
-			t += " with " + cell(formatValues(c.Values))
+			t += " with " + cell(record.FormatValues(c.Values))
 		}
 		parts = append(parts, t)
 	}
 	return strings.Join(parts, "; ")
-}
-
-func formatValues(vs []verdict.Value) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = v.Name + " = " + numfmt.Num(v.Value)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // cell makes text safe inside a Markdown table cell, and anywhere else on
@@ -668,44 +630,12 @@ func reproduceCommand(man *rundir.Manifest) string {
 	args = redact.Args(args)
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = shellQuote(a)
+		q[i] = record.ShellQuote(a)
 	}
 	if q[0] != "infermatrix" && strings.HasSuffix(args[0], "infermatrix") {
 		q[0] = "infermatrix"
 	}
 	return strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// simTarget describes the built-in server in one line: what it simulates,
-// which matters to a reader as much as a real server's GPU does.
-func simTarget(s schema.SimSettings) string {
-	if s.Preset == schema.PresetFixed {
-		return fmt.Sprintf("built-in simulator, fixed latencies (TTFT %s, ITL %s, max_model_len %d)", s.TTFT, s.ITL, s.MaxModelLen)
-	}
-	var extra []string
-	if s.Replicas > 1 {
-		extra = append(extra, fmt.Sprintf("%d replicas", s.Replicas))
-	}
-	if s.PhysicsOnly {
-		extra = append(extra, "physics only")
-	}
-	if s.Personality != "" && s.Personality != "vllm" {
-		extra = append(extra, s.Personality+" personality")
-	}
-	if len(s.Faults) > 0 {
-		extra = append(extra, fmt.Sprintf("%d fault rules", len(s.Faults)))
-	}
-	extra = append(extra, fmt.Sprintf("max_model_len %d", s.MaxModelLen))
-	return fmt.Sprintf("built-in simulator, preset %s (%s; see docs/simulator.md)", s.Preset, strings.Join(extra, ", "))
 }
 
 // operatingPoints states each sweep's operating point and knee, right after
@@ -767,18 +697,4 @@ func (m *mdWriter) plots(plots []charts.Plot) {
 	for _, p := range plots {
 		m.printf("![%s](%s/%s.png)\n\n", cell(p.Title), PlotsDir, p.Name)
 	}
-}
-
-// discoveredModels lists the models the server's /models answered with,
-// each with its context limit when it gave one; "" when it listed none.
-func discoveredModels(disc rundir.Discovered) string {
-	ms := make([]string, 0, len(disc.Models))
-	for _, md := range disc.Models {
-		t := md.ID
-		if md.MaxModelLen > 0 {
-			t += fmt.Sprintf(" (max_model_len %d)", md.MaxModelLen)
-		}
-		ms = append(ms, t)
-	}
-	return strings.Join(ms, ", ")
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infermatrix/infermatrix/record"
 	"github.com/infermatrix/infermatrix/verdict"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -127,7 +128,7 @@ func rebuildManifest(dir *rundir.Dir, why string) (*rundir.Manifest, string, err
 	}
 	man.Tool.Version = "unknown"
 	if plan.Server.Builtin {
-		man.Server.Discovered.Engine = simEngine
+		man.Server.Discovered.Engine = record.SimEngine
 		man.Server.Discovered.Simulated = &rundir.Simulated{Preset: plan.Server.Sim.Preset, Replicas: plan.Server.Sim.Replicas}
 	}
 	// The run started no later than its first request.
@@ -206,10 +207,10 @@ func rebuildSummary(dir *rundir.Dir, man *rundir.Manifest, plan *schema.Plan, wh
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s)", rebuiltLead, why)
 	if len(fromRecords) > 0 {
-		fmt.Fprintf(&b, "; rows summarised again from their records, without the client self-check that only the live run measures: %s", codeList(fromRecords))
+		fmt.Fprintf(&b, "; rows summarised again from their records, without the client self-check that only the live run measures: %s", record.CodeList(fromRecords))
 	}
 	if len(notRun) > 0 {
-		fmt.Fprintf(&b, "; no records, so not run: %s", codeList(notRun))
+		fmt.Fprintf(&b, "; no records, so not run: %s", record.CodeList(notRun))
 	}
 	if man.Status == rundir.StatusRunning {
 		b.WriteString("; the run did not record its end, so it is judged as cut short")

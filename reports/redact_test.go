@@ -10,6 +10,7 @@ import (
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/verdict"
+	"github.com/infermatrix/infermatrix/workbook"
 )
 
 // TestReportsMaskCredentials: an engine flag named like a credential and a
@@ -36,7 +37,7 @@ func TestReportsMaskCredentials(t *testing.T) {
 	if err := WriteHTML(&html, in, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteXLSX(&xlsx, in); err != nil {
+	if err := workbook.WriteXLSX(&xlsx, in.workbookInput()); err != nil {
 		t.Fatal(err)
 	}
 	texts := map[string]string{"decision.md": md.String(), "report.html": html.String()}

@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infermatrix/infermatrix/record"
 	"github.com/infermatrix/infermatrix/verdict"
+	"github.com/infermatrix/infermatrix/workbook"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -268,7 +270,7 @@ func buildinfoVersion() string { return buildinfo.Get().Version }
 // staleArtifacts lists the files of report formats not in formats, which a
 // re-render must not leave behind.
 func staleArtifacts(formats []string) []string {
-	byFormat := map[string]string{"csv": SummaryCSV, "html": ReportHTML, "xlsx": ResultsXLSX, "aiperf": AIPerfExport}
+	byFormat := map[string]string{"csv": SummaryCSV, "html": ReportHTML, "xlsx": workbook.ResultsXLSX, "aiperf": AIPerfExport}
 	var out []string
 	for _, f := range []string{"csv", "html", "xlsx", "aiperf"} {
 		if !slices.Contains(formats, f) {
@@ -355,7 +357,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 	if opts.Experiment != "" {
 		if plan.SLO != man.SLO {
 			notes = append(notes, fmt.Sprintf("%s sets other SLOs than the run (%s); goodput stays as measured against the run's (%s)",
-				path, orNone(sloText(plan.SLO)), orNone(sloText(man.SLO))))
+				path, orNone(record.SLOText(plan.SLO)), orNone(record.SLOText(man.SLO))))
 		}
 		if sem := orDefault(plan.Semantics, metrics.SemInfermatrix); sem != orDefault(man.Semantics, metrics.SemInfermatrix) && opts.Semantics == "" {
 			notes = append(notes, fmt.Sprintf("%s sets semantics %s; the run was summarised under %s, and stays so (pass --semantics %s to summarise it again under it)",

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/infermatrix/infermatrix/verdict"
+	"github.com/infermatrix/infermatrix/workbook"
 
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/charts"
@@ -117,7 +118,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		case "html":
 			name, err = ReportHTML, WriteHTML(&b, in, plots)
 		case "xlsx":
-			name, err = ResultsXLSX, WriteXLSX(&b, in)
+			name, err = workbook.ResultsXLSX, workbook.WriteXLSX(&b, in.workbookInput())
 		case "aiperf":
 			// Streamed to the file: it holds every request.
 			if err := writeAIPerfFile(dir, in); err != nil {
@@ -148,4 +149,10 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 // chartInput is what the charts read of the record's input.
 func (in *Input) chartInput() *charts.Input {
 	return &charts.Input{Plan: in.Plan, Summary: in.Summary, Decision: in.Decision, Analysis: in.Analysis, Records: in.Records}
+}
+
+// workbookInput is what the spreadsheet reads of the record's input.
+func (in *Input) workbookInput() *workbook.Input {
+	return &workbook.Input{Plan: in.Plan, Manifest: in.Manifest, Summary: in.Summary, Decision: in.Decision,
+		Analysis: in.Analysis, Records: in.Records, JudgedBy: in.JudgedBy, Baseline: in.Baseline}
 }

@@ -1,4 +1,4 @@
-package reports
+package record
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 
 // verdictHeadline is the run verdict as the record's headline, and the
 // class the HTML page colours it with.
-func verdictHeadline(d *verdict.Decision) (headline, class string) {
+func VerdictHeadline(d *verdict.Decision) (headline, class string) {
 	switch d.Verdict {
 	case verdict.Pass:
 		return "PASS", "pass"
@@ -36,7 +36,7 @@ func verdictHeadline(d *verdict.Decision) (headline, class string) {
 
 // verdictDetail says what decided the verdict, in sentences with row ids
 // as code spans.
-func verdictDetail(d *verdict.Decision) string {
+func VerdictDetail(d *verdict.Decision) string {
 	by := d.ByVerdict()
 	pass, fail, rejected, invalid := by[verdict.Pass], by[verdict.Fail], by[verdict.Rejected], by[verdict.Invalid]
 	judged := len(pass) + len(fail) + len(rejected) + len(invalid)
@@ -45,12 +45,12 @@ func verdictDetail(d *verdict.Decision) string {
 	case verdict.Pass:
 		fmt.Fprintf(&b, "%d of %d judged rows are valid and meet acceptance.", len(pass), judged)
 		if len(rejected) > 0 {
-			fmt.Fprintf(&b, " Sweep points past the operating point, rejected as intended: %s.", codeList(rejected))
+			fmt.Fprintf(&b, " Sweep points past the operating point, rejected as intended: %s.", CodeList(rejected))
 		}
 	case verdict.Fail:
 		valid := len(pass) + len(fail) + len(rejected)
 		if len(fail) > 0 {
-			fmt.Fprintf(&b, "%d of %d valid judged rows fail acceptance: %s.", len(fail), valid, codeList(fail))
+			fmt.Fprintf(&b, "%d of %d valid judged rows fail acceptance: %s.", len(fail), valid, CodeList(fail))
 		}
 		var rest []string
 		for _, w := range d.Why {
@@ -92,13 +92,13 @@ func verdictDetail(d *verdict.Decision) string {
 			}
 		}
 		if len(bad) > 0 {
-			fmt.Fprintf(&b, " Rows without rules whose figures are invalid: %s.", codeList(bad))
+			fmt.Fprintf(&b, " Rows without rules whose figures are invalid: %s.", CodeList(bad))
 		}
 	}
 	return b.String()
 }
 
-func codeList(ids []string) string {
+func CodeList(ids []string) string {
 	q := make([]string, len(ids))
 	for i, id := range ids {
 		q[i] = "`" + id + "`"
@@ -108,7 +108,7 @@ func codeList(ids []string) string {
 
 // validityText is a row's validity at a glance: "valid", "invalid: load,
 // samples", or "—" for a row without measurements.
-func validityText(rv *verdict.RowVerdict) string {
+func ValidityText(rv *verdict.RowVerdict) string {
 	if rv == nil || rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
 		return "—"
 	}
@@ -116,7 +116,7 @@ func validityText(rv *verdict.RowVerdict) string {
 }
 
 // serverFact is one line of the declared-against-discovered table.
-type serverFact struct {
+type ServerFact struct {
 	Name       string
 	Declared   string
 	Discovered string
@@ -130,18 +130,18 @@ type serverFact struct {
 // built-in server, the declared engine and hardware describe what the
 // simulation stands in for; the discovered column says what actually
 // answered.
-func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
+func ServerComparison(p *schema.Plan, man *rundir.Manifest) []ServerFact {
 	decl, disc := man.Server.Declared, man.Server.Discovered
 	sim := disc.Simulated
-	if sim == nil && disc.Engine == simEngine {
+	if sim == nil && disc.Engine == SimEngine {
 		sim = &rundir.Simulated{} // infermatrix sim on its own port: its settings are not known here
 	}
-	var out []serverFact
+	var out []ServerFact
 	add := func(name, declared, discovered, mismatch string) {
 		if strings.TrimSpace(declared) == "" && strings.TrimSpace(discovered) == "" {
 			return
 		}
-		out = append(out, serverFact{Name: name, Declared: orDash(declared), Discovered: orDash(discovered), Mismatch: mismatch})
+		out = append(out, ServerFact{Name: name, Declared: orDash(declared), Discovered: orDash(discovered), Mismatch: mismatch})
 	}
 	target := strings.Join(decl.URLs, ", ")
 	if decl.Builtin {
@@ -149,11 +149,11 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 	}
 	found := disc.URL
 	if decl.Builtin {
-		found = simTarget(decl.Sim)
+		found = SimTarget(decl.Sim)
 	}
 	add("Target", target, found, "")
 
-	models := discoveredModels(disc)
+	models := DiscoveredModels(disc)
 	mm := ""
 	if decl.Model != "" && len(disc.Models) > 0 && !servesModel(disc, decl.Model) {
 		mm = "the server does not list the declared model"
@@ -174,13 +174,13 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 	}
 	mm = ""
 	switch {
-	case sim != nil && e.Name != "" && !sameEngine(e.Name, simEngine):
+	case sim != nil && e.Name != "" && !sameEngine(e.Name, SimEngine):
 		mm = "SIMULATED: the declared engine did not serve this run"
 	case sim == nil && e.Name != "" && disc.Engine != "" && !sameEngine(e.Name, disc.Engine):
 		mm = "the server names another engine"
 	}
 	if sim != nil {
-		foundEngine = simEngine + " (simulated)"
+		foundEngine = SimEngine + " (simulated)"
 	}
 	add("Engine", engine, foundEngine, mm)
 	mm = ""
@@ -196,7 +196,7 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 		if sim != nil {
 			mm = "SIMULATED: flags were not applied"
 		}
-		add("Engine flags", formatMap(redact.Flags(e.Flags)), "", mm)
+		add("Engine flags", FormatMap(redact.Flags(e.Flags)), "", mm)
 	}
 	if sim == nil {
 		// The limits the engine reported beside the flags that set them.
@@ -245,7 +245,7 @@ func serverComparison(p *schema.Plan, man *rundir.Manifest) []serverFact {
 
 // runFacts lists what the run was: the tool, the client host, when, and
 // which experiment.
-func runFacts(man *rundir.Manifest) [][2]string {
+func RunFacts(man *rundir.Manifest) [][2]string {
 	var out [][2]string
 	if api := man.Server.Declared.API; api != "" {
 		out = append(out, [2]string{"API", api})
@@ -267,18 +267,18 @@ func runFacts(man *rundir.Manifest) [][2]string {
 
 // simEngine is the engine name the built-in server goes by (runner's
 // SimEngineName; reports does not import runner).
-const simEngine = "infermatrix-sim"
+const SimEngine = "infermatrix-sim"
 
 // simulated reports whether the run measured the built-in server: in the
 // run's process, or on its own port, where it names itself.
-func simulated(man *rundir.Manifest) bool {
-	return man != nil && (man.Server.Declared.Builtin || man.Server.Discovered.Engine == simEngine)
+func Simulated(man *rundir.Manifest) bool {
+	return man != nil && (man.Server.Declared.Builtin || man.Server.Discovered.Engine == SimEngine)
 }
 
 // simulatedBanner is the sentence every record of a simulated run opens
 // with.
-func simulatedBanner(man *rundir.Manifest) string {
-	what := "infermatrix's " + simTarget(man.Server.Declared.Sim)
+func SimulatedBanner(man *rundir.Manifest) string {
+	what := "infermatrix's " + SimTarget(man.Server.Declared.Sim)
 	if !man.Server.Declared.Builtin {
 		what = "infermatrix's simulated server at " + man.Server.Discovered.URL + " (infermatrix sim)"
 	}
@@ -312,15 +312,15 @@ func orDash(s string) string {
 }
 
 // rowNote is a validity note and the rows it is about.
-type rowNote struct {
-	text string
-	rows []string
+type RowNote struct {
+	Text string
+	Rows []string
 }
 
 // groupedNotes gathers the rows' validity notes, each text once with every
 // row it applies to, in the order the notes first appear.
-func groupedNotes(d *verdict.Decision) []rowNote {
-	var out []rowNote
+func GroupedNotes(d *verdict.Decision) []RowNote {
+	var out []RowNote
 	at := map[string]int{}
 	for _, rv := range d.Rows {
 		if rv.Verdict == verdict.NotRun || rv.Verdict == verdict.Skipped {
@@ -331,9 +331,9 @@ func groupedNotes(d *verdict.Decision) []rowNote {
 			if !ok {
 				i = len(out)
 				at[n] = i
-				out = append(out, rowNote{text: n})
+				out = append(out, RowNote{Text: n})
 			}
-			out[i].rows = append(out[i].rows, rv.ID)
+			out[i].Rows = append(out[i].Rows, rv.ID)
 		}
 	}
 	return out

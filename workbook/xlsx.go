@@ -1,4 +1,4 @@
-package reports
+package workbook
 
 import (
 	"archive/zip"
@@ -11,12 +11,14 @@ import (
 	"io/fs"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
 
+	"github.com/infermatrix/infermatrix/record"
 	"github.com/infermatrix/infermatrix/verdict"
 
 	"github.com/xuri/excelize/v2"
@@ -346,7 +348,7 @@ func (x *xlsxWriter) summary() error {
 		if rs.Error != "" {
 			status += ": " + rs.Error
 		}
-		vals := []any{rs.ID, xlsxStr(verdicts[rs.ID]), xlsxStr(validityText(valid[rs.ID])), status}
+		vals := []any{rs.ID, xlsxStr(verdicts[rs.ID]), xlsxStr(record.ValidityText(valid[rs.ID])), status}
 		if rs.Status == metrics.RowNotRun {
 			vals = append(vals, make([]any, len(xlsxSummaryColumns())-len(vals))...)
 		} else {
@@ -444,7 +446,7 @@ func (x *xlsxWriter) acceptance() error {
 				why = strings.TrimSuffix("the tool failed during the row: "+rs.Error, ": ")
 			}
 			for _, a := range x.in.Plan.Acceptance {
-				if contains(a.Rows, rv.ID) {
+				if slices.Contains(a.Rows, rv.ID) {
 					lines = append(lines, []any{rv.ID, a.Name, a.Program.Source, verdict.NotRun, nil, why})
 					fills = append(fills, xlsxFillNone)
 				}
@@ -467,7 +469,7 @@ func xlsxFailedClauses(rr verdict.RuleResult) string {
 		case c.Reason != "":
 			t += " (" + c.Reason + ")"
 		case len(c.Values) > 0:
-			t += " (" + formatValues(c.Values) + ")"
+			t += " (" + record.FormatValues(c.Values) + ")"
 		}
 		parts[i] = t
 	}
@@ -997,8 +999,8 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	if name == "" {
 		name = x.in.Summary.Experiment
 	}
-	if simulated(man) {
-		add("SIMULATED", simulatedBanner(man))
+	if record.Simulated(man) {
+		add("SIMULATED", record.SimulatedBanner(man))
 	}
 	add("Experiment", name)
 	add("Description", desc)
@@ -1028,7 +1030,7 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 		s = x.in.Plan.Server
 	}
 	if s.Builtin {
-		add("Server target", simTarget(s.Sim))
+		add("Server target", record.SimTarget(s.Sim))
 	} else {
 		urls := make([]string, len(s.URLs))
 		for i, u := range s.URLs {
@@ -1040,7 +1042,7 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	add("Model", s.Model)
 	disc := man.Server.Discovered
 	add("Discovered at", redact.URL(disc.URL))
-	if ms := discoveredModels(disc); ms != "" {
+	if ms := record.DiscoveredModels(disc); ms != "" {
 		add("Server lists", ms)
 	}
 	add("Server header", disc.Server)
@@ -1049,7 +1051,7 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	add("Engine version", s.Engine.Version)
 	add("Discovered engine", strings.TrimSpace(disc.Engine+" "+disc.EngineVersion))
 	if x.in.Plan != nil {
-		for _, f := range serverComparison(x.in.Plan, man) {
+		for _, f := range record.ServerComparison(x.in.Plan, man) {
 			if f.Mismatch != "" {
 				add("Mismatch: "+f.Name, fmt.Sprintf("declared %s, discovered %s: %s", f.Declared, f.Discovered, f.Mismatch))
 			}
@@ -1080,7 +1082,7 @@ func (x *xlsxWriter) metadataPairs() []xlsxPair {
 	add("Semantics", sem)
 	add("Semantics notes", strings.Join(sum.SemanticsNotes, "; "))
 	if !sum.SLO.IsZero() {
-		add("SLO (goodput)", sloText(sum.SLO))
+		add("SLO (goodput)", record.SLOText(sum.SLO))
 	}
 	if sum.Interrupted {
 		add("Interrupted", true)
@@ -1106,7 +1108,7 @@ func xlsxCommand(args []string) string {
 	args = redact.Args(args)
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = shellQuote(a)
+		q[i] = record.ShellQuote(a)
 	}
 	return strings.Join(q, " ")
 }
@@ -1117,7 +1119,7 @@ func xlsxFlags(flags map[string]any) string {
 	if len(flags) == 0 {
 		return ""
 	}
-	return formatMap(redact.Flags(flags))
+	return record.FormatMap(redact.Flags(flags))
 }
 
 // xlsxEpoch stands in for a run's start when there is none, so that the
@@ -1137,7 +1139,7 @@ func (x *xlsxWriter) properties() error {
 		if man.Experiment.Name != "" {
 			title = man.Experiment.Name
 		}
-		if simulated(man) {
+		if record.Simulated(man) {
 			title += " (SIMULATED)"
 		}
 		if man.Tool.Version != "" {

@@ -1,127 +1,26 @@
-package reports
+package workbook
 
 import (
 	"archive/zip"
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xuri/excelize/v2"
 
 	"github.com/infermatrix/infermatrix/analysis"
-	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/internal/recordfixture"
 	"github.com/infermatrix/infermatrix/metrics"
-	"github.com/infermatrix/infermatrix/rundir"
-	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/verdict"
 )
 
-const xlsxExperiment = `apiVersion: infermatrix/v1
-name: xlsx-fixture
-description: A chat row and a concurrency sweep.
-server:
-  urls: [http://127.0.0.1:8000/v1]
-  model: meta-llama/Llama-3.1-8B-Instruct
-  headers: {X-Team: sk-header-secret}
-  engine: {name: vllm, version: "0.11.0", flags: {max-num-seqs: 64, api-key: sk-flag-secret}}
-  hardware: {gpu: H100-SXM, count: 1, driver: "580.95", cuda: "12.8"}
-defaults: {requests: 5, input_tokens: 16, output_tokens: 8}
-slo: {ttft_ms: 100}
-rows:
-  - {id: chat, concurrency: 1}
-  - id: sat
-    sweep: {concurrency: [1, 4, 8]}
-acceptance:
-  - name: latency
-    rows: [chat, sat]
-    expect: ttft.p95 < 100 && tpot.p95 < 40
-report: {formats: [xlsx]}
-# Five requests a row: the workbook's layout is under test, not the checks.
-validity: {ignore: [samples, errors, steady_state, load]}
-`
-
-// xlsxRow builds a row summary whose latencies are the given values.
-func xlsxRow(id, base string, ttft, tpot float64, outTokS float64) metrics.RowSummary {
-	rs := metrics.RowSummary{ID: id, Base: base, Status: metrics.RowComplete}
-	rs.Metrics.TTFT = metrics.NewDist([]float64{ttft * 0.8, ttft, ttft * 1.1}, nil)
-	rs.Metrics.TPOT = metrics.NewDist([]float64{tpot * 0.9, tpot, tpot * 1.05}, nil)
-	rs.Metrics.ITL = metrics.NewDist([]float64{tpot, tpot, tpot}, nil)
-	rs.Metrics.E2E = metrics.NewDist([]float64{ttft + 7*tpot}, nil)
-	rs.Requests = metrics.Requests{Sent: 5, Completed: 5}
-	rs.Throughput = metrics.Throughput{RequestsPerS: 2.5, OutputTokensPerS: outTokS, OutputTokensPerSU: 1000 / tpot}
-	rs.Goodput = metrics.Goodput{Good: 4, Ratio: 0.8, RequestsPerS: 2}
-	return rs
-}
-
-// xlsxRecordsPerRow is how many requests each fixture row has.
-var xlsxRecordsPerRow = map[string]int{"chat": 5, "sat/c=1": 2, "sat/c=4": 2, "sat/c=8": 3}
-
+// xlsxInput is the shared record fixture as the workbook's input.
 func xlsxInput(t testing.TB) *Input {
-	t.Helper()
-	plan, err := schema.Parse("xlsx.yaml", []byte(xlsxExperiment), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fail := xlsxRow("sat/c=8", "sat", 450, 55, 1800)
-	fail.Requests = metrics.Requests{Sent: 5, Completed: 4, Failed: 1}
-	fail.Errors = metrics.Errors{Total: 1, Ratio: 0.2, ByClass: map[string]int{metrics.ErrHTTP: 1}}
-	fail.SelfCheck.ClientBound = true
-	sum := &metrics.Summary{Format: metrics.SummaryFormat, Experiment: "xlsx-fixture", SLO: plan.SLO, Semantics: metrics.SemInfermatrix,
-		Rows: []metrics.RowSummary{
-			xlsxRow("chat", "chat", 40, 12, 80),
-			xlsxRow("sat/c=1", "sat", 38, 11, 90),
-			xlsxRow("sat/c=4", "sat", 60, 14, 1234.5),
-			fail,
-		}}
-	started := time.Date(2026, 3, 1, 12, 0, 0, 123e6, time.UTC)
-	ended := started.Add(95 * time.Second)
-	man := &rundir.Manifest{
-		Format:     rundir.Format,
-		Tool:       buildinfo.Info{Version: "v0.3.0", Commit: "0123456789abcdef", Go: "go1.26.0"},
-		Host:       rundir.Host{Name: "client", OS: "linux", Arch: "amd64", CPUs: 16},
-		Command:    []string{"infermatrix", "run", "xlsx.yaml", "--target", "http://bench:s3cret-pw@127.0.0.1:8000/v1"},
-		Experiment: rundir.ExperimentInfo{Name: "xlsx-fixture", File: "xlsx.yaml", SHA256: plan.SHA256},
-		Started:    started,
-		Ended:      &ended,
-		Status:     rundir.StatusComplete,
-		Server:     rundir.ServerInfo{Declared: plan.Server},
-		Semantics:  metrics.SemInfermatrix,
-		Rows:       plan.Rows,
-	}
-	in := &Input{Plan: plan, Manifest: man, Summary: sum}
-	in.Decision = verdict.Judge(plan, sum)
-	in.Analysis = &analysis.Analysis{
-		Sweeps: []analysis.SweepAnalysis{{Base: "sat", Rows: []string{"sat/c=1", "sat/c=4", "sat/c=8"}, Why: "c=4 is the operating point."}},
-		Predictions: []analysis.RowPrediction{{Row: "chat", Context: 20, DecodeTokensPerS: 150, TPOTBoundMS: 6.67, PrefillBoundMS: 1.5,
-			KVCapacityTokens: 450000, MaxConcurrency: 18000, MeasuredTPOTMS: 12, TPOTRatio: 1.8, Regime: analysis.RegimeOverhead, Evidence: "TPOT 1.8x the bound"}},
-	}
-	in.Records = func(rowID string, fn func(*metrics.Record) error) error {
-		n, ok := xlsxRecordsPerRow[rowID]
-		if !ok {
-			return fmt.Errorf("read records: %w", os.ErrNotExist)
-		}
-		for i := range n {
-			srv := 16
-			r := &metrics.Record{ID: fmt.Sprintf("%s-%d", rowID, i), Row: rowID, Seq: int64(i), Warmup: i == 0, Stream: true,
-				ScheduledNS: int64(i) * 1e9, StartNS: int64(i)*1e9 + 5e5, FirstTokenNS: 42e6, LastTokenNS: 112e6, EndNS: 113e6,
-				Status: 200, ResponseID: fmt.Sprintf("chatcmpl-%d", i), FinishReason: "length",
-				InputTokens: metrics.Tokens{Requested: 16, Server: &srv, Client: 16}, OutputTokens: metrics.Tokens{Requested: 8, Client: 8}}
-			if rowID == "sat/c=8" && i == 2 {
-				r.Error = &metrics.Error{Class: metrics.ErrHTTP, Message: "503 \x00overloaded"}
-				r.Status, r.FirstTokenNS, r.LastTokenNS, r.ResponseID = 503, 0, 0, ""
-			}
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return in
+	r := recordfixture.New(t)
+	return &Input{Plan: r.Plan, Manifest: r.Manifest, Summary: r.Summary, Decision: r.Decision, Analysis: r.Analysis, Records: r.Records}
 }
 
 func renderXLSX(t testing.TB, in *Input) []byte {
@@ -400,8 +299,8 @@ func TestXLSXRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+xlsxRecordsPerRow["sat/c=8"] {
-		t.Fatalf("r-sat_c=8 has %d lines; want a header and %d requests", len(rows), xlsxRecordsPerRow["sat/c=8"])
+	if len(rows) != 1+recordfixture.RecordsPerRow["sat/c=8"] {
+		t.Fatalf("r-sat_c=8 has %d lines; want a header and %d requests", len(rows), recordfixture.RecordsPerRow["sat/c=8"])
 	}
 	header := rows[0]
 	col := func(name string) int {

@@ -1,4 +1,4 @@
-package reports
+package record
 
 import (
 	"strings"
@@ -26,7 +26,7 @@ func TestMostFailed(t *testing.T) {
 	}
 	rs.Requests = metrics.Requests{Sent: 100, Completed: 49, Failed: 51}
 	rs.Errors = metrics.Errors{Total: 51, Ratio: 0.51}
-	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(verdictDetail(d), "**Most requests failed** (51 of 100)") {
-		t.Errorf("%+v: %s", d, verdictDetail(d))
+	if d := verdict.Judge(plan, &metrics.Summary{Rows: []metrics.RowSummary{rs}}); !d.MostFailed || !strings.Contains(VerdictDetail(d), "**Most requests failed** (51 of 100)") {
+		t.Errorf("%+v: %s", d, VerdictDetail(d))
 	}
 }

@@ -1,10 +1,11 @@
-package reports
+package workbook
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/record"
 )
 
 // The spreadsheet's Telemetry and Diagnosis sheets.
@@ -40,11 +41,11 @@ func xlsxTelemetryColumns() []xlsxColumn {
 // row has no such figure.
 func (x *xlsxWriter) telemetry() error {
 	sum := x.in.Summary
-	if telemetryLines(sum) == nil {
+	if record.TelemetryLines(sum) == nil {
 		return x.note(xlsxSheetTelemetry, "A1", "No row has server or GPU telemetry: telemetry was switched off, or nothing answered the scrapes.")
 	}
 	notes := map[string]string{}
-	for _, n := range telemetryNotes(sum) {
+	for _, n := range record.TelemetryNotes(sum) {
 		notes[n.Row] = n.Text
 	}
 	cols := xlsxTelemetryColumns()
@@ -60,7 +61,7 @@ func (x *xlsxWriter) telemetry() error {
 		} else {
 			tokens := any(nil)
 			if t := s.Tokens; t != nil && (t.Prompt.Compared || t.Generation.Compared) {
-				tokens = telemetryLineOf(rs).Tokens
+				tokens = record.TelemetryLineOf(rs).Tokens
 			}
 			vals = append(vals, s.Scrapes, s.Failed)
 			vals = append(vals, xlsxGauge(s.KVCacheUsage)...)
@@ -142,7 +143,7 @@ func xlsxPtr(v *float64) any {
 // diagnosisSheet writes the Diagnosis sheet: one line per finding, then
 // what was examined.
 func (x *xlsxWriter) diagnosisSheet() error {
-	dg := diagnosisOf(x.in, x.d)
+	dg := record.Diagnosis(x.in.Plan, x.in.Summary, x.in.Analysis, x.d)
 	plain := func(s string) string { return strings.ReplaceAll(s, "`", "") }
 	next := 1
 	if len(dg.Findings) > 0 {
@@ -153,7 +154,7 @@ func (x *xlsxWriter) diagnosisSheet() error {
 		var lines [][]any
 		var fills []xlsxFill
 		for _, f := range dg.Findings {
-			lines = append(lines, []any{f.Row, f.Severity, f.Regime, plain(upperFirst(f.Symptom)), plain(strings.Join(f.Evidence, "; ")), plain(f.Next), f.Rule})
+			lines = append(lines, []any{f.Row, f.Severity, f.Regime, plain(record.UpperFirst(f.Symptom)), plain(strings.Join(f.Evidence, "; ")), plain(f.Next), f.Rule})
 			fill := xlsxFillNone
 			if f.Severity == "fail" {
 				fill = xlsxFillFail
@@ -165,7 +166,7 @@ func (x *xlsxWriter) diagnosisSheet() error {
 		}
 		next = len(lines) + 3
 	}
-	for _, s := range append([]string{diagnosisIntro}, diagnosisScope(dg)...) {
+	for _, s := range append([]string{record.DiagnosisIntro}, record.DiagnosisScope(dg)...) {
 		if err := x.note(xlsxSheetDiagnosis, fmt.Sprintf("A%d", next), plain(s)); err != nil {
 			return err
 		}
