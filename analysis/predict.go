@@ -285,19 +285,8 @@ func (f *predFacts) loadText() string {
 }
 
 // predSig formats a figure to about three significant digits, as evidence
-// quotes it: 6.05, 29.9, 812, 0.351.
-func predSig(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
-}
+// quotes it (numfmt.Sig).
+func predSig(v float64) string { return numfmt.Sig(v) }
 
 // predCount formats a count of tokens or sequences: whole numbers with
 // thousands separators (403,888), others to one decimal (2.5).

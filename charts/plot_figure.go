@@ -77,41 +77,14 @@ const (
 
 func (g shapeGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
 	r := sty.Radius
-	poly := func(pts ...vg.Point) vg.Path {
-		var p vg.Path
-		p.Move(pts[0])
-		for _, q := range pts[1:] {
-			p.Line(q)
-		}
-		p.Close()
-		return p
-	}
 	outline := draw.LineStyle{Color: sty.Color, Width: max(1.1, r/3)}
 	switch g {
-	case glyphSquare:
-		h := r * 0.886
-		c.Fill(poly(vg.Point{X: pt.X - h, Y: pt.Y - h}, vg.Point{X: pt.X + h, Y: pt.Y - h}, vg.Point{X: pt.X + h, Y: pt.Y + h}, vg.Point{X: pt.X - h, Y: pt.Y + h}))
-	case glyphTriangle, glyphTriangleDown:
-		h := r * 1.35
-		s := vg.Length(1)
-		if g == glyphTriangleDown {
-			s = -1
-		}
-		c.Fill(poly(vg.Point{X: pt.X, Y: pt.Y + s*h}, vg.Point{X: pt.X - h*0.866, Y: pt.Y - s*h/2}, vg.Point{X: pt.X + h*0.866, Y: pt.Y - s*h/2}))
-	case glyphDiamond:
-		h := r * 1.25
-		c.Fill(poly(vg.Point{X: pt.X, Y: pt.Y + h}, vg.Point{X: pt.X + h, Y: pt.Y}, vg.Point{X: pt.X, Y: pt.Y - h}, vg.Point{X: pt.X - h, Y: pt.Y}))
 	case glyphRing:
 		c.SetLineStyle(outline)
-		var p vg.Path
-		p.Move(vg.Point{X: pt.X + r, Y: pt.Y})
-		p.Arc(pt, r, 0, 2*math.Pi)
-		p.Close()
-		c.Stroke(p)
+		c.Stroke(shapePath(glyphCircle, r, pt))
 	case glyphOpenSquare:
 		c.SetLineStyle(outline)
-		h := r * 0.886
-		c.Stroke(poly(vg.Point{X: pt.X - h, Y: pt.Y - h}, vg.Point{X: pt.X + h, Y: pt.Y - h}, vg.Point{X: pt.X + h, Y: pt.Y + h}, vg.Point{X: pt.X - h, Y: pt.Y + h}))
+		c.Stroke(shapePath(glyphSquare, r, pt))
 	case glyphCross:
 		c.SetLineStyle(outline)
 		h := r * 1.1
@@ -122,11 +95,7 @@ func (g shapeGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) 
 		p.Line(vg.Point{X: pt.X + h, Y: pt.Y - h})
 		c.Stroke(p)
 	default:
-		var p vg.Path
-		p.Move(vg.Point{X: pt.X + r, Y: pt.Y})
-		p.Arc(pt, r, 0, 2*math.Pi)
-		p.Close()
-		c.Fill(p)
+		c.Fill(shapePath(g, r, pt))
 	}
 }
 

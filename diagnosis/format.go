@@ -7,20 +7,14 @@ import (
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 )
 
-// Figures are quoted to about three significant digits, as the
-// prediction's evidence quotes them: 6.05, 29.9, 812.
-
+// sig quotes a figure to about three significant digits, as the
+// prediction's evidence quotes them (numfmt.Sig): 6.05, 29.9, 812; a zero
+// as 0.00.
 func sig(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1 || a == 0:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+	if v == 0 {
+		return "0.00"
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
+	return numfmt.Sig(v)
 }
 
 // ms is a time in milliseconds with its unit.

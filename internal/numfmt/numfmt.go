@@ -63,3 +63,19 @@ func Plural(n int) string {
 	}
 	return "s"
 }
+
+// Sig writes a measured figure to about three significant digits, as the
+// predictions and the diagnosis quote their evidence: 812, 29.9, 6.05,
+// 0.351.
+func Sig(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
