@@ -173,7 +173,7 @@ func TestRules(t *testing.T) {
 		name: "memory-bound decode", rule: ruleMemoryBound,
 		build: func() Input {
 			r := plainRow("r", 1)
-			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, MemCopyUtilization: gauge(0.85, 0.95), Utilization: gauge(0.97, 1)}
+			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, GPUGauges: metrics.GPUGauges{MemCopyUtilization: gauge(0.85, 0.95), Utilization: gauge(0.97, 1)}}
 			r.Prediction = &Prediction{Regime: PredictedBandwidth, TPOTBoundMS: 16, TPOTRatio: 1.25}
 			return Input{Rows: []Row{r}}
 		},
@@ -183,7 +183,7 @@ func TestRules(t *testing.T) {
 		name: "host-bound decode", rule: ruleNonMemory,
 		build: func() Input {
 			r := plainRow("r", 1)
-			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, Utilization: gauge(0.3, 0.6)}
+			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, GPUGauges: metrics.GPUGauges{Utilization: gauge(0.3, 0.6)}}
 			r.Prediction = &Prediction{Regime: PredictedOverhead, TPOTBoundMS: 5, TPOTRatio: 4}
 			return Input{Rows: []Row{r}}
 		},
@@ -193,8 +193,7 @@ func TestRules(t *testing.T) {
 		name: "throttled clocks", rule: ruleClocks,
 		build: func() Input {
 			r := plainRow("r", 1)
-			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, Utilization: gauge(0.9, 1),
-				SMClockMHz: &metrics.Gauge{Mean: 1600, Min: 1100, Max: 1980, Samples: 10}, TemperatureC: gauge(80, 89)}
+			r.Summary.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 10, GPUGauges: metrics.GPUGauges{Utilization: gauge(0.9, 1), SMClockMHz: &metrics.Gauge{Mean: 1600, Min: 1100, Max: 1980, Samples: 10}, TemperatureC: gauge(80, 89)}}
 			return Input{Rows: []Row{r}}
 		},
 		strip:  func(in Input) { in.Rows[0].Summary.GPU.SMClockMHz = nil },

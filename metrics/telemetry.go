@@ -75,22 +75,13 @@ type GPUTelemetry struct {
 	Scrapes int `json:"scrapes"`
 	Failed  int `json:"failed,omitempty"`
 
-	// Utilization is the fraction of time a kernel ran (DCGM_FI_DEV_GPU_UTIL
-	// ÷ 100): the mean over GPUs and scrapes, the max over both.
-	Utilization *Gauge `json:"utilization,omitempty"`
-	// MemCopyUtilization is the fraction of time device memory was read
-	// or written (DCGM_FI_DEV_MEM_COPY_UTIL ÷ 100).
-	MemCopyUtilization *Gauge `json:"mem_copy_utilization,omitempty"`
-	// PowerW is the draw of all GPUs together, in watts, at each scrape.
-	PowerW *Gauge `json:"power_w,omitempty"`
+	// GPUGauges are over all GPUs: utilization and memory the mean over
+	// GPUs and scrapes (the max the busiest, the fullest GPU), power the
+	// draw of all GPUs together at each scrape.
+	GPUGauges
 	// EnergyJ is the energy the GPUs used over the window, from the
 	// DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter where published.
 	EnergyJ *float64 `json:"energy_j,omitempty"`
-	// MemoryUsedGB is framebuffer memory in use per GPU, in GB (10⁹
-	// bytes): the mean over GPUs and scrapes, the max is the fullest GPU.
-	MemoryUsedGB *Gauge `json:"memory_used_gb,omitempty"`
-	SMClockMHz   *Gauge `json:"sm_clock_mhz,omitempty"`
-	TemperatureC *Gauge `json:"temperature_c,omitempty"`
 
 	// PerGPU holds each GPU's figures, in the order of their ids.
 	PerGPU []GPUDevice `json:"per_gpu,omitempty"`
@@ -103,13 +94,26 @@ type GPUDevice struct {
 	UUID  string `json:"uuid,omitempty"`
 	Model string `json:"model,omitempty"`
 	// Source is the endpoint that reported it.
-	Source             string `json:"source,omitempty"`
-	Utilization        *Gauge `json:"utilization,omitempty"`
+	Source string `json:"source,omitempty"`
+	GPUGauges
+}
+
+// GPUGauges are the DCGM gauges a row keeps, for one GPU or all of them
+// (GPUTelemetry says how they are combined). Embedded, they are written
+// as the fields of the struct that holds them.
+type GPUGauges struct {
+	// Utilization is the fraction of time a kernel ran
+	// (DCGM_FI_DEV_GPU_UTIL ÷ 100).
+	Utilization *Gauge `json:"utilization,omitempty"`
+	// MemCopyUtilization is the fraction of time device memory was read
+	// or written (DCGM_FI_DEV_MEM_COPY_UTIL ÷ 100).
 	MemCopyUtilization *Gauge `json:"mem_copy_utilization,omitempty"`
-	PowerW             *Gauge `json:"power_w,omitempty"`
-	MemoryUsedGB       *Gauge `json:"memory_used_gb,omitempty"`
-	SMClockMHz         *Gauge `json:"sm_clock_mhz,omitempty"`
-	TemperatureC       *Gauge `json:"temperature_c,omitempty"`
+	// PowerW is the draw in watts.
+	PowerW *Gauge `json:"power_w,omitempty"`
+	// MemoryUsedGB is framebuffer memory in use, in GB (10⁹ bytes).
+	MemoryUsedGB *Gauge `json:"memory_used_gb,omitempty"`
+	SMClockMHz   *Gauge `json:"sm_clock_mhz,omitempty"`
+	TemperatureC *Gauge `json:"temperature_c,omitempty"`
 }
 
 // Gauge summarises a gauge's scrapes: each scrape weighs alike.

@@ -24,10 +24,7 @@ func telemetryRow() *RowSummary {
 		TTFTGap: &Gap{Mean: 5, P50: 6, P95: 3},
 		Tokens:  &CounterCheck{Prompt: CounterDiff{Server: 3000, Records: 3000, Compared: true}, Generation: CounterDiff{Compared: true}},
 	}
-	s.GPU = &GPUTelemetry{GPUs: 1, Scrapes: 10,
-		Utilization: &Gauge{Mean: 0.8, Min: 0.5, Max: 1, Samples: 10},
-		PowerW:      &Gauge{Mean: 400, Min: 300, Max: 650, Samples: 10},
-		EnergyJ:     ptr(4000)}
+	s.GPU = &GPUTelemetry{GPUs: 1, Scrapes: 10, EnergyJ: ptr(4000), GPUGauges: GPUGauges{Utilization: &Gauge{Mean: 0.8, Min: 0.5, Max: 1, Samples: 10}, PowerW: &Gauge{Mean: 400, Min: 300, Max: 650, Samples: 10}}}
 	return s
 }
 

@@ -106,6 +106,26 @@ func poolServer(ss []*metrics.ServerTelemetry, trials int) *metrics.ServerTeleme
 }
 
 // poolGauge weighs each trial's gauge by its samples.
+// poolGPUGauges pools each gauge of gs over the trials, for all GPUs
+// together or for one.
+func poolGPUGauges(gs []*metrics.GPUGauges) metrics.GPUGauges {
+	of := func(f func(*metrics.GPUGauges) *metrics.Gauge) *metrics.Gauge {
+		v := make([]*metrics.Gauge, len(gs))
+		for i, g := range gs {
+			v[i] = f(g)
+		}
+		return poolGauge(v)
+	}
+	return metrics.GPUGauges{
+		Utilization:        of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.Utilization }),
+		MemCopyUtilization: of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.MemCopyUtilization }),
+		PowerW:             of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.PowerW }),
+		MemoryUsedGB:       of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.MemoryUsedGB }),
+		SMClockMHz:         of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.SMClockMHz }),
+		TemperatureC:       of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.TemperatureC }),
+	}
+}
+
 func poolGauge(gs []*metrics.Gauge) *metrics.Gauge {
 	var out *metrics.Gauge
 	var weighted float64
@@ -255,35 +275,19 @@ func poolGPU(gs []*metrics.GPUTelemetry, trials int) *metrics.GPUTelemetry {
 	if energyComplete {
 		out.EnergyJ = &energy
 	}
-	gaugeOf := func(f func(*metrics.GPUTelemetry) *metrics.Gauge) *metrics.Gauge {
-		var v []*metrics.Gauge
-		for _, g := range gs {
-			v = append(v, f(g))
-		}
-		return poolGauge(v)
+	all := make([]*metrics.GPUGauges, len(gs))
+	for i, g := range gs {
+		all[i] = &g.GPUGauges
 	}
-	out.Utilization = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.Utilization })
-	out.MemCopyUtilization = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.MemCopyUtilization })
-	out.PowerW = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.PowerW })
-	out.MemoryUsedGB = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.MemoryUsedGB })
-	out.SMClockMHz = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.SMClockMHz })
-	out.TemperatureC = gaugeOf(func(g *metrics.GPUTelemetry) *metrics.Gauge { return g.TemperatureC })
+	out.GPUGauges = poolGPUGauges(all)
 	for _, k := range order {
 		ds := perGPU[k]
 		dev := metrics.GPUDevice{ID: k.id, UUID: k.uuid, Source: k.source, Model: ds[0].Model}
-		of := func(f func(*metrics.GPUDevice) *metrics.Gauge) *metrics.Gauge {
-			var v []*metrics.Gauge
-			for _, d := range ds {
-				v = append(v, f(d))
-			}
-			return poolGauge(v)
+		each := make([]*metrics.GPUGauges, len(ds))
+		for i, d := range ds {
+			each[i] = &d.GPUGauges
 		}
-		dev.Utilization = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.Utilization })
-		dev.MemCopyUtilization = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.MemCopyUtilization })
-		dev.PowerW = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.PowerW })
-		dev.MemoryUsedGB = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.MemoryUsedGB })
-		dev.SMClockMHz = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.SMClockMHz })
-		dev.TemperatureC = of(func(d *metrics.GPUDevice) *metrics.Gauge { return d.TemperatureC })
+		dev.GPUGauges = poolGPUGauges(each)
 		out.PerGPU = append(out.PerGPU, dev)
 	}
 	out.Notes = n

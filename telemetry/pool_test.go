@@ -35,11 +35,9 @@ func TestPoolTrials(t *testing.T) {
 		Notes: []string{"vllm: not published: queue_time_ms", "srv: 1 of 2 scrapes failed, the first: HTTP 503"},
 	}
 	ga := &metrics.GPUTelemetry{Sources: []string{"dcgm"}, GPUs: 1, Scrapes: 3, EnergyJ: f64(1000),
-		Utilization: &metrics.Gauge{Mean: 0.5, Min: 0.4, Max: 0.6, Samples: 3},
-		PerGPU:      []metrics.GPUDevice{{ID: "0", UUID: "GPU-0", Source: "dcgm", Model: "H100", Utilization: &metrics.Gauge{Mean: 0.5, Min: 0.4, Max: 0.6, Samples: 3}}}}
+		PerGPU: []metrics.GPUDevice{{ID: "0", UUID: "GPU-0", Source: "dcgm", Model: "H100", GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.5, Min: 0.4, Max: 0.6, Samples: 3}}}}, GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.5, Min: 0.4, Max: 0.6, Samples: 3}}}
 	gb := &metrics.GPUTelemetry{Sources: []string{"dcgm"}, GPUs: 1, Scrapes: 1, EnergyJ: f64(500),
-		Utilization: &metrics.Gauge{Mean: 0.9, Min: 0.9, Max: 0.9, Samples: 1},
-		PerGPU:      []metrics.GPUDevice{{ID: "0", UUID: "GPU-0", Source: "dcgm", Model: "H100", Utilization: &metrics.Gauge{Mean: 0.9, Min: 0.9, Max: 0.9, Samples: 1}}}}
+		PerGPU: []metrics.GPUDevice{{ID: "0", UUID: "GPU-0", Source: "dcgm", Model: "H100", GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.9, Min: 0.9, Max: 0.9, Samples: 1}}}}, GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.9, Min: 0.9, Max: 0.9, Samples: 1}}}
 	st, g := Pool([]metrics.RowSummary{{Server: a, GPU: ga}, {Server: b, GPU: gb}})
 
 	if r := st.NumRequestsRunning; r == nil || r.Mean != 4 || r.Min != 1 || r.Max != 7 || r.Samples != 4 {

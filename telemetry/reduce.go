@@ -773,12 +773,14 @@ func reduceGPU(targets []*targetData, in ReduceInput) *metrics.GPUTelemetry {
 	for _, d := range devs {
 		gt.PerGPU = append(gt.PerGPU, metrics.GPUDevice{
 			ID: d.id, UUID: d.uuid, Model: d.model, Source: d.source,
-			Utilization:        gauge(values(d, util)),
-			MemCopyUtilization: gauge(values(d, memCopy)),
-			PowerW:             gauge(values(d, power)),
-			MemoryUsedGB:       gauge(values(d, memGB)),
-			SMClockMHz:         gauge(values(d, sm)),
-			TemperatureC:       gauge(values(d, temp)),
+			GPUGauges: metrics.GPUGauges{
+				Utilization:        gauge(values(d, util)),
+				MemCopyUtilization: gauge(values(d, memCopy)),
+				PowerW:             gauge(values(d, power)),
+				MemoryUsedGB:       gauge(values(d, memGB)),
+				SMClockMHz:         gauge(values(d, sm)),
+				TemperatureC:       gauge(values(d, temp)),
+			},
 		})
 	}
 	gt.Notes = n

@@ -41,7 +41,7 @@ func telemetryFixture(t *testing.T) (*schema.Plan, *metrics.Summary) {
 	scraped := judgefixture.Row("scraped", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
 	scraped.Server = &metrics.ServerTelemetry{Scrapes: 5, Preemptions: f(0),
 		KVCacheUsage: &metrics.Gauge{Mean: 0.4, Min: 0.1, Max: 0.6, Samples: 5}}
-	scraped.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 5, Utilization: &metrics.Gauge{Mean: 0.7, Min: 0.2, Max: 0.9, Samples: 5}}
+	scraped.GPU = &metrics.GPUTelemetry{GPUs: 1, Scrapes: 5, GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.7, Min: 0.2, Max: 0.9, Samples: 5}}}
 	partial := judgefixture.Row("partial", []float64{20, 21, 22}, []float64{10, 10, 11}, 0)
 	partial.Server = &metrics.ServerTelemetry{Scrapes: 5, Preemptions: f(3),
 		Notes: []string{"vllm:kv_cache_usage_perc not published"}}

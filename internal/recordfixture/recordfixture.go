@@ -162,8 +162,7 @@ func Diagnosed(t testing.TB) *Run {
 				Tokens: &metrics.CounterCheck{Mismatch: true, Prompt: metrics.CounterDiff{Server: 160, Records: 80, Diff: 1, Compared: true},
 					Notes: []string{"prompt counter differs"}},
 				Notes: []string{HostileNote}}
-			rs.GPU = &metrics.GPUTelemetry{GPUs: 2, Scrapes: 12, Utilization: &metrics.Gauge{Mean: 0.75, Max: 1, Samples: 24},
-				PowerW: &metrics.Gauge{Mean: 900, Max: 1300, Samples: 12}, MemoryUsedGB: &metrics.Gauge{Mean: 70.5, Max: 75.25, Samples: 24}}
+			rs.GPU = &metrics.GPUTelemetry{GPUs: 2, Scrapes: 12, GPUGauges: metrics.GPUGauges{Utilization: &metrics.Gauge{Mean: 0.75, Max: 1, Samples: 24}, PowerW: &metrics.Gauge{Mean: 900, Max: 1300, Samples: 12}, MemoryUsedGB: &metrics.Gauge{Mean: 70.5, Max: 75.25, Samples: 24}}}
 		case "chat":
 			rs.Server = &metrics.ServerTelemetry{Scrapes: 10, NumRequestsWaiting: &metrics.Gauge{Samples: 10}, Preemptions: f(0)}
 		}
