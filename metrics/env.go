@@ -45,6 +45,9 @@ type RowEnv struct {
 	// gpu.utilization.mean); figures the row lacks are missing data.
 	Server ServerEnv `expr:"server"`
 	GPU    GPUEnv    `expr:"gpu"`
+	// Cost is the row's price per token (RowSummary.Cost); without a
+	// price its figures are missing data.
+	Cost CostEnv `expr:"cost"`
 	// Baseline is the same row in the baseline run (run --baseline, or
 	// the experiment's baseline key), so that a rule can hold a rerun to
 	// the last one: "tpot.p95 < 1.05 * baseline.tpot.p95". It is nil
@@ -139,6 +142,7 @@ func NewRowEnv(s *RowSummary) RowEnv {
 	e.Errors.Protocol, e.Errors.Redirect = by[ErrProtocol], by[ErrRedirect]
 	e.Lower, e.Upper = boundEnvs(s.Intervals)
 	e.Server, e.GPU = newServerEnv(s.Server), newGPUEnv(s.GPU)
+	e.Cost = newCostEnv(s.Cost)
 	return e
 }
 
@@ -170,6 +174,7 @@ func (e RowEnv) EmptyMetrics() []string {
 	}
 	out = append(out, emptyNames(ServerName, e.Server.all, e.Server.missing)...)
 	out = append(out, emptyNames(GPUName, e.GPU.all, e.GPU.missing)...)
+	out = append(out, emptyNames(CostName, e.Cost.all, e.Cost.missing)...)
 	if e.Baseline != nil {
 		for _, m := range e.Baseline.EmptyMetrics() {
 			out = append(out, BaselineName+"."+m)
@@ -198,6 +203,7 @@ func (e RowEnv) Filled(v float64) RowEnv {
 	}
 	e.Lower, e.Upper = e.Lower.filled(v), e.Upper.filled(v)
 	e.Server, e.GPU = e.Server.filled(v), e.GPU.filled(v)
+	e.Cost = e.Cost.filled(v)
 	if e.Baseline != nil {
 		b := e.Baseline.Filled(v)
 		e.Baseline = &b

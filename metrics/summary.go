@@ -93,6 +93,9 @@ type RowSummary struct {
 	Server    *ServerTelemetry `json:"server,omitempty"`
 	GPU       *GPUTelemetry    `json:"gpu,omitempty"`
 	Telemetry []TelemetryPoint `json:"telemetry,omitempty"`
+	// Cost is the row's price per token over the measured window (Price);
+	// nil when the experiment sets no price.
+	Cost *Cost `json:"cost,omitempty"`
 	// Timeslices are the row over time, always by infermatrix's
 	// definitions.
 	Timeslices Timeslices `json:"timeslices"`
@@ -340,6 +343,10 @@ type Throughput struct {
 	InputTokensPerS   float64 `json:"input_tokens_per_s" expr:"input_tokens_per_s"`
 	TotalTokensPerS   float64 `json:"total_tokens_per_s" expr:"total_tokens_per_s"`
 	OutputTokensPerSU float64 `json:"output_tokens_per_s_per_user" expr:"output_tokens_per_s_per_user"`
+	// OutputTokensPerSPerGPU is OutputTokensPerS over the GPUs the server
+	// runs on (Pricing.GPUs, 1 unless the experiment says more). Absent
+	// from summaries written before it existed.
+	OutputTokensPerSPerGPU float64 `json:"output_tokens_per_s_per_gpu,omitempty" expr:"output_tokens_per_s_per_gpu"`
 }
 
 // Goodput counts requests that met every SLO.
@@ -385,6 +392,9 @@ type Options struct {
 	API       string
 	// Timeslice is the width of the timeslices in ns; 0 means a second.
 	Timeslice int64
+	// Pricing is the deployment's price and GPU count, from which the
+	// summary's cost and per-GPU throughput are computed (Price).
+	Pricing Pricing
 }
 
 // Aggregator builds one row's summary from its records as they arrive. It
@@ -803,6 +813,7 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	s.SelfCheck = a.selfCheck()
 	s.Tokens = a.tokenCheck()
 	s.SemanticsNotes = a.semanticsNotes()
+	Price(&s, a.opts.Pricing)
 	return s
 }
 

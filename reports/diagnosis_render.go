@@ -6,6 +6,7 @@ import (
 	"github.com/infermatrix/infermatrix/diagnosis"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/record"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // mdTelemetry writes the Server and GPU table and its notes.
@@ -105,4 +106,33 @@ func severityBadge(s string) htmlBadge {
 		return htmlBadge{s, "incomplete"}
 	}
 	return htmlBadge{s, "none"}
+}
+
+// cost writes the Cost section when the experiment sets a price.
+func (m *mdWriter) cost(sum *metrics.Summary, d *verdict.Decision) {
+	c := record.CostOf(sum, d)
+	if c == nil {
+		return
+	}
+	m.printf("## Cost\n\n%s\n\n", record.CostIntro)
+	m.printf("| Row | Price per hour | $ per M output tokens | $ per M total tokens | Output tokens per $ | Output tok/s per GPU |\n|---|---|---|---|---|---|\n")
+	for _, l := range c.Lines {
+		m.printf("| %s | %s | %s | %s | %s | %s |\n", code(l.Row), l.USDPerHour, l.PerMOutput, l.PerMTotal, l.OutputPerUSD, l.OutputPerSPerGPU)
+	}
+	m.printf("\n%s\n\n", c.Ranking)
+}
+
+// htmlCost is the Cost section as report.html shows it.
+type htmlCost struct {
+	Intro   string
+	Lines   []record.CostLine
+	Ranking []seg
+}
+
+func htmlCostOf(sum *metrics.Summary, d *verdict.Decision) *htmlCost {
+	c := record.CostOf(sum, d)
+	if c == nil {
+		return nil
+	}
+	return &htmlCost{Intro: record.CostIntro, Lines: c.Lines, Ranking: mdSegs(c.Ranking)}
 }

@@ -118,6 +118,7 @@ type htmlView struct {
 	Results     []htmlResult
 	Predictions []htmlPrediction
 	Telemetry   *htmlTelemetry
+	Cost        *htmlCost
 	Diagnosis   *htmlDiagnosis
 	Rules       []htmlRule
 	RuleResults []htmlRuleResult
@@ -341,6 +342,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	}
 	v.SelfCheck = htmlSelfCheckOf(sum)
 	v.Telemetry = htmlTelemetryOf(sum)
+	v.Cost = htmlCostOf(sum, d)
 	v.Diagnosis = htmlDiagnosisOf(record.Diagnosis(in.Plan, in.Summary, in.Analysis, d))
 	for _, pl := range plots {
 		var src string
@@ -587,6 +589,9 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 {{- if .Telemetry}}
 <a href="#server-and-gpu">Server and GPU</a>
 {{- end}}
+{{- if .Cost}}
+<a href="#cost">Cost</a>
+{{- end}}
 {{- if .Predictions}}
 <a href="#predictions">Prediction against measurement</a>
 {{- end}}
@@ -797,6 +802,21 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 {{- end}}
 </ul>
 {{end}}
+</section>
+{{end}}
+{{- with .Cost}}
+<section id="cost">
+<h2>Cost</h2>
+<p>{{.Intro}}</p>
+<div class="scroll"><table>
+<thead><tr><th>Row</th><th class="num">Price per hour</th><th class="num">$ per M output tokens</th><th class="num">$ per M total tokens</th><th class="num">Output tokens per $</th><th class="num">Output tok/s per GPU</th></tr></thead>
+<tbody>
+{{- range .Lines}}
+<tr><td class="id"><code>{{.Row}}</code></td><td class="num">{{.USDPerHour}}</td><td class="num">{{.PerMOutput}}</td><td class="num">{{.PerMTotal}}</td><td class="num">{{.OutputPerUSD}}</td><td class="num">{{.OutputPerSPerGPU}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+<p>{{template "segs" .Ranking}}</p>
 </section>
 {{end}}
 {{if .Predictions}}

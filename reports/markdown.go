@@ -165,6 +165,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.trials(sum)
 	m.baseline(d.Baseline)
 	m.telemetry(sum)
+	m.cost(sum, d)
 
 	if in.Analysis != nil {
 		m.predictions(in.Plan, in.Analysis.Predictions)

@@ -501,13 +501,35 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 			// timeslices are shown, never judged.
 			re.Timeslices = rs.Timeslices
 		}
-		if !sameJSON(&re, rs) {
+		if !sameJSON(asStored(&re, rs), rs) {
 			notes = append(notes, fmt.Sprintf("row %s: its records do not reproduce summary.json; judged on summary.json as stored, where p(metric, q) reads only its percentiles", rs.ID))
 			continue
 		}
 		*rs = re
 	}
 	return notes
+}
+
+// asStored returns re as a summary written before the cost figures existed
+// would hold it, when stored is one: without throughput per GPU and cost.
+// Those are computed from the stored throughputs and the price, not
+// measured, so a run from before them still reproduces, and is rendered
+// with them.
+func asStored(re, stored *metrics.RowSummary) *metrics.RowSummary {
+	c := *re
+	if stored.Throughput.OutputTokensPerSPerGPU == 0 {
+		c.Throughput.OutputTokensPerSPerGPU = 0
+	}
+	if stored.Cost == nil {
+		c.Cost = nil
+	}
+	if len(c.Trials) == len(stored.Trials) && len(c.Trials) > 0 {
+		c.Trials = make([]metrics.RowSummary, len(re.Trials))
+		for i := range re.Trials {
+			c.Trials[i] = *asStored(&re.Trials[i], &stored.Trials[i])
+		}
+	}
+	return &c
 }
 
 func sha256Hex(b []byte) string {

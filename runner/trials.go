@@ -13,7 +13,7 @@ import (
 func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 	plan := st.plan
 	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
-		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds()}
+		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.Cost.Pricing()}
 	if row.Load.Mode == schema.ModeRate {
 		opts.RequestedRate = row.Load.Rate
 	}

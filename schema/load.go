@@ -139,6 +139,7 @@ func Parse(path string, data []byte, opts Options) (*Plan, error) {
 	plan := r.resolve(opts)
 	r.baseline(opts, plan)
 	r.telemetryOff(plan)
+	r.costUnset(plan)
 	if len(d.problems) > 0 {
 		return nil, d.problems.sorted()
 	}

@@ -42,6 +42,8 @@ type Plan struct {
 	Validity ValidityPlan `json:"validity"`
 	// Telemetry is where and how often each row's telemetry is scraped.
 	Telemetry TelemetryPlan `json:"telemetry"`
+	// Cost is the server's price per hour and GPU count (Pricing).
+	Cost CostPlan `json:"cost"`
 	// Skipped lists the rows of the experiment that this plan leaves out
 	// (run --rows): rules on them are not judged, so no run of the plan
 	// can pass them.
@@ -93,6 +95,22 @@ const (
 	SweepEachPoint      = "each_point"
 	SweepOperatingPoint = "operating_point"
 )
+
+// CostPlan is the cost section resolved: the whole server's price per hour
+// (0 without a cost section) and the GPUs it runs on, which throughput per
+// GPU divides by either way.
+type CostPlan struct {
+	USDPerHour float64 `json:"usd_per_hour,omitempty"`
+	GPUs       int     `json:"gpus"`
+	// GPUsFrom says where the GPU count came from: server.hardware.count,
+	// server.sim.replicas, or default.
+	GPUsFrom string `json:"gpus_from"`
+}
+
+// Pricing is what the summaries compute cost from.
+func (c CostPlan) Pricing() metrics.Pricing {
+	return metrics.Pricing{USDPerHour: c.USDPerHour, GPUs: c.GPUs}
+}
 
 // TelemetryPlan is the telemetry section with defaults applied.
 type TelemetryPlan struct {

@@ -123,6 +123,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.Hypotheses = r.hypotheses(plan.Rows)
 	plan.Validity = r.validity()
 	plan.Telemetry = r.telemetry()
+	plan.Cost = r.cost(plan)
 	if len(opts.Rows) > 0 {
 		all := plan.Rows
 		plan.Rows = r.selectRows(plan.Rows, opts.Rows)

@@ -45,6 +45,15 @@ type Experiment struct {
 	Baseline    string         `yaml:"baseline" json:"baseline,omitempty" doc:"The run this one is held against: a run directory, or a folder of runs (runs/<name>) meaning its newest complete run by the start time in its manifest. Relative to this file. Rules and hypotheses read its rows as baseline.<metric>, e.g. tpot.p95 < 1.05 * baseline.tpot.p95; run --baseline overrides it."`
 	Validity    Validity       `yaml:"validity" json:"validity,omitempty" doc:"Thresholds of the checks that decide whether each row's figures can be trusted; a row that fails one is invalid and never passes (docs/validity.md)."`
 	Telemetry   Telemetry      `yaml:"telemetry" json:"telemetry,omitempty" doc:"What the run reads from the server's Prometheus endpoint and the GPUs' DCGM exporters while each row runs (docs/telemetry.md). On by default: the server's <root>/metrics every second."`
+	Cost        *Cost          `yaml:"cost" json:"cost,omitempty" doc:"What the server costs, so that every row gets its price per token (cost.*, docs/metrics.md). Give one of usd_per_gpu_hour and usd_per_node_hour."`
+}
+
+// Cost is the deployment's price. A benchmark that says "2,400 tok/s" leaves
+// the reader to work out what a million tokens cost at that load; with a
+// price, every row says so, and the record ranks the accepted rows by it.
+type Cost struct {
+	USDPerGPUHour  *float64 `yaml:"usd_per_gpu_hour" json:"usd_per_gpu_hour,omitempty" doc:"Price of one GPU for an hour, in US dollars; the server's price is this times its GPUs (server.hardware.count, or for the built-in server sim.replicas; 1 if neither is set)." exclusiveMinimum:"0"`
+	USDPerNodeHour *float64 `yaml:"usd_per_node_hour" json:"usd_per_node_hour,omitempty" doc:"Price of the whole server (all its GPUs) for an hour, in US dollars." exclusiveMinimum:"0"`
 }
 
 // Telemetry says where the run reads the server's own account of each row:

@@ -327,9 +327,37 @@ func xlsxSummaryColumns() []xlsxColumn {
 		xlsxColumn{"Why invalid", 60, xlsxKindText})
 }
 
+// xlsxCostColumns follow the Summary sheet's columns when the experiment
+// sets a price (metrics.Cost); a workbook without one is unchanged.
+func xlsxCostColumns() []xlsxColumn {
+	return []xlsxColumn{{"Price per hour ($)", 10, xlsxKindReqRate}, {"$ per M output tokens", 11, xlsxKindReqRate},
+		{"$ per M total tokens", 11, xlsxKindReqRate}, {"Output tokens per $", 12, xlsxKindRate}, {"Output tok/s per GPU", 11, xlsxKindRate}}
+}
+
+// xlsxCostCells are a row's cost cells, blank where a figure is absent.
+func xlsxCostCells(rs *metrics.RowSummary) []any {
+	c := rs.Cost
+	if c == nil || rs.Status == metrics.RowNotRun {
+		return make([]any, len(xlsxCostColumns()))
+	}
+	opt := func(v *float64) any {
+		if v == nil {
+			return nil
+		}
+		return xlsxNum(*v)
+	}
+	return []any{xlsxNum(c.USDPerHour), opt(c.USDPerMillionOutputTokens), opt(c.USDPerMillionTotalTokens),
+		opt(c.OutputTokensPerUSD), xlsxNum(rs.Throughput.OutputTokensPerSPerGPU)}
+}
+
 // summary writes the Summary sheet: one line per row, in plan order.
 func (x *xlsxWriter) summary() error {
 	sum := x.in.Summary
+	cols := xlsxSummaryColumns()
+	priced := slices.ContainsFunc(sum.Rows, func(rs metrics.RowSummary) bool { return rs.Cost != nil })
+	if priced {
+		cols = append(cols, xlsxCostColumns()...)
+	}
 	verdicts := map[string]string{}
 	valid := map[string]*verdict.RowVerdict{}
 	if x.d != nil {
@@ -375,10 +403,13 @@ func (x *xlsxWriter) summary() error {
 				xlsxNum(rs.Throughput.RequestsPerS), goodput, rs.Errors.Total, xlsxStr(xlsxErrorClasses(rs)), rs.SelfCheck.ClientBound,
 				xlsxNum(rs.InFlight.Mean), cache, xlsxNum(rs.SelfCheck.ZeroGapShare), xlsxStr(strings.Join(why, "; ")))
 		}
+		if priced {
+			vals = append(vals, xlsxCostCells(rs)...)
+		}
 		lines = append(lines, vals)
 		fills = append(fills, xlsxVerdictFill(verdicts[rs.ID]))
 	}
-	return x.table(xlsxSheetSummary, xlsxSummaryColumns(), lines, fills, true)
+	return x.table(xlsxSheetSummary, cols, lines, fills, true)
 }
 
 // xlsxErrorClasses lists a row's errors by class, in the fixed class order.
