@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -50,7 +51,12 @@ func CostOf(sum *metrics.Summary, d *verdict.Decision) *Cost {
 			PerMOutput: dollars(rs.Cost.USDPerMillionOutputTokens), PerMTotal: dollars(rs.Cost.USDPerMillionTotalTokens),
 			OutputPerUSD: "—", OutputPerSPerGPU: numfmt.Num(rs.Throughput.OutputTokensPerSPerGPU)}
 		if v := rs.Cost.OutputTokensPerUSD; v != nil {
-			l.OutputPerUSD = numfmt.Num(*v)
+			// Millions of tokens per dollar read as a count: 1,194,017.
+			if g, ok := numfmt.Grouped(math.Round(*v)); ok && *v >= 1000 {
+				l.OutputPerUSD = g
+			} else {
+				l.OutputPerUSD = numfmt.Num(*v)
+			}
 		}
 		if rs.Cost.GPUs > 1 {
 			l.USDPerHour += fmt.Sprintf(" (%d GPUs)", rs.Cost.GPUs)
