@@ -3,9 +3,6 @@ package metrics
 import (
 	"math"
 	"reflect"
-	"strings"
-
-	"github.com/expr-lang/expr/ast"
 )
 
 // CostName is the name under which rules read a row's cost figures
@@ -103,22 +100,4 @@ func (e CostEnv) filled(v float64) CostEnv {
 // rows.<id> in a hypothesis, or through baseline, so that loading can
 // refuse a rule on cost in a file that sets no price: it could never be
 // judged.
-func CostUses(src string) []NameUse {
-	var out []NameUse
-	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
-		at := 0
-		if segs[at] == "rows" && len(segs) > 2 {
-			at = 2
-		}
-		if segs[at] == BaselineName && len(segs) > at+1 {
-			at++
-		}
-		if segs[at] != CostName {
-			return
-		}
-		loc := root.Location()
-		text := strings.Join(segs[:at+1], ".")
-		out = append(out, NameUse{From: loc.From, To: loc.From + len([]rune(text)), Text: text})
-	})
-	return out
-}
+func CostUses(src string) []NameUse { return sectionUses(src, CostName) }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
@@ -19,7 +20,13 @@ const (
 //
 // Each use's Text is the chain up to server or gpu as written (server,
 // rows.long.gpu, baseline.server).
-func TelemetryUses(src string) []NameUse {
+func TelemetryUses(src string) []NameUse { return sectionUses(src, ServerName, GPUName) }
+
+// sectionUses lists where an expression reads any of the top-level
+// sections names (server, gpu, cost), directly, through rows.<id> in a
+// hypothesis, or through baseline: the parts of a row a run may lack, which
+// loading refuses to read when it knows the run will lack them.
+func sectionUses(src string, names ...string) []NameUse {
 	var out []NameUse
 	eachChain(src, func(root *ast.IdentifierNode, segs []string) {
 		at := 0
@@ -29,7 +36,7 @@ func TelemetryUses(src string) []NameUse {
 		if segs[at] == BaselineName && len(segs) > at+1 {
 			at++
 		}
-		if segs[at] != ServerName && segs[at] != GPUName {
+		if !slices.Contains(names, segs[at]) {
 			return
 		}
 		loc := root.Location()

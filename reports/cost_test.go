@@ -2,7 +2,6 @@ package reports
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
-	"github.com/infermatrix/infermatrix/runner"
-	"github.com/infermatrix/infermatrix/schema"
 )
 
 // TestCostFromARun runs a priced experiment on the built-in server (declared
@@ -36,18 +33,7 @@ acceptance:
   - {name: priced, expect: "cost.usd_per_million_output_tokens > 0 && cost.output_tokens_per_usd > 0 && throughput.output_tokens_per_s_per_gpu > 0"}
   - {name: never, rows: [narrow], expect: "cost.usd_per_million_total_tokens < 0"}
 `
-	file := filepath.Join(dir, "exp.yaml")
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := schema.Load(file, schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := filepath.Join(dir, "run")
-	if _, err := runner.Run(context.Background(), plan, runner.Options{Out: run}); err != nil {
-		t.Fatal(err)
-	}
+	run := runExperiment(t, dir, src)
 	in, notes, err := judgeRun(t, run, RerenderOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,13 @@ validity: {ignore: [client_cpu, client_stall, bursts, simulator, stamp_error, lo
 acceptance:
   - {name: interval, rows: [rep], expect: "upper.tpot.p50 < 100 && p(tpot, 75) < 100"}
 `
+	return runExperiment(t, dir, src)
+}
+
+// runExperiment writes src as dir/exp.yaml, runs it, and returns the run
+// directory, dir/run.
+func runExperiment(t *testing.T, dir, src string) string {
+	t.Helper()
 	file := filepath.Join(dir, "exp.yaml")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)

@@ -56,13 +56,7 @@ func poolServer(ss []*metrics.ServerTelemetry, trials int) *metrics.ServerTeleme
 	}
 	out.Mapping = strings.Join(mappingNames, ",")
 
-	gaugeOf := func(f func(*metrics.ServerTelemetry) *metrics.Gauge) *metrics.Gauge {
-		var g []*metrics.Gauge
-		for _, s := range ss {
-			g = append(g, f(s))
-		}
-		return poolGauge(g)
-	}
+	gaugeOf := func(f func(*metrics.ServerTelemetry) *metrics.Gauge) *metrics.Gauge { return poolGauge(each(ss, f)) }
 	out.KVCacheUsage = gaugeOf(func(s *metrics.ServerTelemetry) *metrics.Gauge { return s.KVCacheUsage })
 	out.NumRequestsRunning = gaugeOf(func(s *metrics.ServerTelemetry) *metrics.Gauge { return s.NumRequestsRunning })
 	out.NumRequestsWaiting = gaugeOf(func(s *metrics.ServerTelemetry) *metrics.Gauge { return s.NumRequestsWaiting })
@@ -88,11 +82,7 @@ func poolServer(ss []*metrics.ServerTelemetry, trials int) *metrics.ServerTeleme
 	}
 
 	distOf := func(f func(*metrics.ServerTelemetry) *metrics.ServerDist) *metrics.ServerDist {
-		var ds []*metrics.ServerDist
-		for _, s := range ss {
-			ds = append(ds, f(s))
-		}
-		return poolDist(ds)
+		return poolDist(each(ss, f))
 	}
 	out.TTFT = distOf(func(s *metrics.ServerTelemetry) *metrics.ServerDist { return s.TTFT })
 	out.TPOT = distOf(func(s *metrics.ServerTelemetry) *metrics.ServerDist { return s.TPOT })
@@ -109,13 +99,7 @@ func poolServer(ss []*metrics.ServerTelemetry, trials int) *metrics.ServerTeleme
 // poolGPUGauges pools each gauge of gs over the trials, for all GPUs
 // together or for one.
 func poolGPUGauges(gs []*metrics.GPUGauges) metrics.GPUGauges {
-	of := func(f func(*metrics.GPUGauges) *metrics.Gauge) *metrics.Gauge {
-		v := make([]*metrics.Gauge, len(gs))
-		for i, g := range gs {
-			v[i] = f(g)
-		}
-		return poolGauge(v)
-	}
+	of := func(f func(*metrics.GPUGauges) *metrics.Gauge) *metrics.Gauge { return poolGauge(each(gs, f)) }
 	return metrics.GPUGauges{
 		Utilization:        of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.Utilization }),
 		MemCopyUtilization: of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.MemCopyUtilization }),
@@ -124,6 +108,15 @@ func poolGPUGauges(gs []*metrics.GPUGauges) metrics.GPUGauges {
 		SMClockMHz:         of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.SMClockMHz }),
 		TemperatureC:       of(func(g *metrics.GPUGauges) *metrics.Gauge { return g.TemperatureC }),
 	}
+}
+
+// each is f of every trial's figures, in trial order.
+func each[S, T any](xs []S, f func(S) T) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }
 
 func poolGauge(gs []*metrics.Gauge) *metrics.Gauge {
