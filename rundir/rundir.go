@@ -90,6 +90,9 @@ type Manifest struct {
 	Rows      []schema.PlannedRow `json:"rows"`
 	// Baseline is the run this one's rules were judged against, if any.
 	Baseline *BaselineInfo `json:"baseline,omitempty"`
+	// Variants are the server variants the rows ran under, in run order
+	// (server.variants); none for a run without them.
+	Variants []*VariantInfo `json:"variants,omitempty"`
 }
 
 // Host is the machine the client ran on.

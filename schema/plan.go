@@ -149,16 +149,26 @@ type ServerPlan struct {
 	Engine           Engine      `json:"engine"`
 	Hardware         Hardware    `json:"hardware"`
 	Sim              SimSettings `json:"sim,omitempty"`
+	// Variants are the server's configurations under test, in the order
+	// they run; none for an experiment without server.variants.
+	Variants []VariantPlan `json:"variants,omitempty"`
 }
 
 // PlannedRow is one concrete row: every setting resolved, one load level.
 type PlannedRow struct {
-	ID       string `json:"id"`   // e.g. saturation/c=16
-	Base     string `json:"base"` // the id as written, e.g. saturation
+	ID   string `json:"id"`   // e.g. saturation/c=16
+	Base string `json:"base"` // the id as written, e.g. saturation
+	// Variant names the server variant the row runs under
+	// (server.variants); its ID and Base then end in @<variant>.
+	Variant  string `json:"variant,omitempty"`
 	Question string `json:"question,omitempty"`
 	// SweepPoint holds this row's sweep values by dimension (concurrency,
 	// rate, input_tokens, output_tokens), for plots and tables.
 	SweepPoint map[string]float64 `json:"sweep_point,omitempty"`
+	// Search is set on a search row as planned: the runner replaces it
+	// with its probes (Plan.WithProbes). Probe is set on each probe.
+	Search *SearchPlan `json:"search,omitempty"`
+	Probe  *ProbeInfo  `json:"probe,omitempty"`
 
 	Requests       int      `json:"requests,omitempty"` // 0: no request limit (duration or trace ends the row)
 	Duration       Duration `json:"duration,omitempty"` // 0: no time limit
@@ -178,6 +188,20 @@ type PlannedRow struct {
 	Prefix  *Prefix  `json:"prefix,omitempty"`
 	Dataset *Dataset `json:"dataset,omitempty"` // File resolved against the experiment's directory
 	Trace   *Trace   `json:"trace,omitempty"`   // File resolved against the experiment's directory
+	// PrefillConcurrency caps the requests waiting for their first token
+	// (prefill_concurrency); 0: no cap.
+	PrefillConcurrency int `json:"prefill_concurrency,omitempty"`
+	// Conversation makes the row's users hold multi-turn chats; nil for
+	// single-turn rows.
+	Conversation *ConversationPlan `json:"conversation,omitempty"`
+
+	// API is the endpoint the row calls when it sets its own (api);
+	// empty means the server's (Plan.RowAPI). Batch is the inputs per
+	// request of an embeddings or rerank row and Query a rerank row's
+	// query length; both unset for chat and completions.
+	API   string  `json:"api,omitempty"`
+	Batch int     `json:"batch,omitempty"`
+	Query *Length `json:"query_tokens,omitempty"`
 
 	Streaming bool              `json:"streaming"`
 	Tokenizer string            `json:"tokenizer"`
@@ -212,6 +236,9 @@ type LoadPlan struct {
 	Burstiness     float64 `json:"burstiness,omitempty"`
 	MaxConcurrency int     `json:"max_concurrency,omitempty"`
 	Speedup        float64 `json:"speedup,omitempty"`
+	// Ramp, when set, steps the load (schema/ramp.go); Concurrency or
+	// Rate is then its last, highest level.
+	Ramp *RampPlan `json:"ramp,omitempty"`
 }
 
 // AcceptanceRule is a compiled acceptance rule.
@@ -275,6 +302,9 @@ type Estimate struct {
 // latency of one request of the row, used for closed-loop rows, whose
 // duration depends on the server.
 func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
+	if r.Search != nil {
+		return estimateSearch(r, perRequest) // schema/search.go
+	}
 	var send time.Duration
 	assumed := false
 	switch r.Load.Mode {
@@ -305,6 +335,9 @@ func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
 
 // String describes the load in words, for logs and decision records.
 func (l LoadPlan) String() string {
+	if l.Ramp != nil {
+		return describeRamp(l)
+	}
 	switch l.Mode {
 	case ModeConcurrency:
 		return fmt.Sprintf("concurrency %d", l.Concurrency)

@@ -116,10 +116,13 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.Confidence = r.confidence()
 	r.predict()
 	plan.Rows = r.rows()
+	plan.Server.Variants = r.variants(plan.Server, opts.Target)
+	plan.Rows = r.expandVariants(plan.Rows, plan.Server.Variants)
 	if plan.Server.Builtin {
 		r.checkContext(plan.Rows, plan.Server.Sim.MaxModelLen)
 	}
 	plan.Acceptance = r.acceptance(plan.Rows)
+	r.searchRowsWithoutRules(plan.Rows, plan.Acceptance)
 	plan.Hypotheses = r.hypotheses(plan.Rows)
 	plan.Validity = r.validity()
 	plan.Telemetry = r.telemetry()
@@ -185,7 +188,7 @@ func (r *resolver) server(target string) ServerPlan {
 			"target: builtin and urls are both set")
 	case s.Target == "builtin":
 		p.Builtin = true
-	case len(s.URLs) == 0 && !r.d.isBroken("server.urls") && !r.d.isBroken("server.target"):
+	case len(s.URLs) == 0 && len(s.Variants) == 0 && !r.d.isBroken("server.urls") && !r.d.isBroken("server.target"):
 		r.problem("server", "add target: builtin for the simulated server, or urls: [http://127.0.0.1:8000/v1]",
 			"no server: set target or urls")
 	}
@@ -194,26 +197,12 @@ func (r *resolver) server(target string) ServerPlan {
 		if target != "" {
 			path = "server"
 		}
-		// Messages show the URL redacted (redact.URL): one with a
-		// password or a key in its query is refused, not echoed.
-		pu, err := url.Parse(u)
-		shown, what := redact.URL(u), "URL"
+		what := "URL"
 		if target != "" {
 			what = "--target URL"
 		}
-		switch {
-		case err != nil:
-			r.problem(path, "", "invalid %s %q: %s", what, shown, urlParseError(u, err))
-		case pu.Scheme != "http" && pu.Scheme != "https":
-			r.problem(path, "write it as http://host:port/v1", "%s %q must start with http:// or https://", what, shown)
-		case pu.Host == "":
-			r.problem(path, "write it as http://host:port/v1", "%s %q has no host", what, shown)
-		case pu.User != nil:
-			r.problem(path, "put credentials in the environment variable named by api_key_env (or header_env)", "%s %q embeds credentials, which would be recorded in the run", what, shown)
-		case pu.RawQuery != "" || pu.Fragment != "" || pu.ForceQuery:
-			r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env or header_env", "%s %q has a query or fragment, which would be recorded in the run", what, shown)
-		default:
-			p.URLs = append(p.URLs, strings.TrimRight(u, "/"))
+		if base, ok := r.baseURL(path, what, u); ok {
+			p.URLs = append(p.URLs, base)
 		}
 	}
 	if s.APIKeyEnv != "" && !envNamePattern.MatchString(s.APIKeyEnv) {
@@ -229,6 +218,30 @@ func (r *resolver) server(target string) ServerPlan {
 		p.Model = p.Sim.Model
 	}
 	return p
+}
+
+// baseURL checks one server base URL (server.urls, a variant's urls) and
+// returns it without a trailing slash. Messages show the URL redacted
+// (redact.URL): one with a password or a key in its query is refused, not
+// echoed.
+func (r *resolver) baseURL(path, what, u string) (string, bool) {
+	pu, err := url.Parse(u)
+	shown := redact.URL(u)
+	switch {
+	case err != nil:
+		r.problem(path, "", "invalid %s %q: %s", what, shown, urlParseError(u, err))
+	case pu.Scheme != "http" && pu.Scheme != "https":
+		r.problem(path, "write it as http://host:port/v1", "%s %q must start with http:// or https://", what, shown)
+	case pu.Host == "":
+		r.problem(path, "write it as http://host:port/v1", "%s %q has no host", what, shown)
+	case pu.User != nil:
+		r.problem(path, "put credentials in the environment variable named by api_key_env (or header_env)", "%s %q embeds credentials, which would be recorded in the run", what, shown)
+	case pu.RawQuery != "" || pu.Fragment != "" || pu.ForceQuery:
+		r.problem(path, "give the base URL only, e.g. http://host:8000/v1; keys go in api_key_env or header_env", "%s %q has a query or fragment, which would be recorded in the run", what, shown)
+	default:
+		return strings.TrimRight(u, "/"), true
+	}
+	return "", false
 }
 
 func (r *resolver) report() ([]float64, []string) {
@@ -305,7 +318,7 @@ func (r *resolver) merge(row *Row, rowPath string) merged {
 			}
 		}
 	}
-	if row.Sweep != nil && len(row.Sweep.Concurrency) > 0 {
+	if row.Sweep != nil && len(row.Sweep.Concurrency) > 0 || row.Search != nil && row.Search.Concurrency != nil {
 		touched["load"] = true
 	}
 	for _, f := range settingsFields {
@@ -335,7 +348,7 @@ func (r *resolver) merge(row *Row, rowPath string) merged {
 	}
 	// A rate sweep keeps the defaults' rate settings (arrival, cap) but
 	// replaces any other load mode they set.
-	if row.Sweep != nil && len(row.Sweep.Rate) > 0 {
+	if row.Sweep != nil && len(row.Sweep.Rate) > 0 || row.Search != nil && row.Search.Rate != nil {
 		if m.Concurrency != nil && m.from["concurrency"] == "defaults.concurrency" {
 			m.Concurrency = nil
 		}
@@ -426,7 +439,7 @@ func (r *resolver) tooMany(path, what string, n, limit int) {
 func (r *resolver) checkContext(rows []PlannedRow, maxLen int) {
 	seen := map[string]bool{}
 	for _, row := range rows {
-		in, out := row.Input.typical(), row.Output.typical()
+		in, out := row.Input.typical()+row.Conversation.growth(row.Output), row.Output.typical()
 		if in+out <= maxLen || seen[row.Base] {
 			continue
 		}
@@ -474,6 +487,12 @@ type sweepPoint struct {
 // room is how many more rows the experiment may plan (MaxRows).
 func (r *resolver) expand(row *Row, rowPath string, m *merged, room int) []PlannedRow {
 	base := r.plannedRow(row, rowPath, m)
+	if row.Search != nil {
+		if r.search(row, rowPath, m, &base) {
+			r.checkLoad(rowPath, m, []string{base.Search.Vary})
+		}
+		return []PlannedRow{base}
+	}
 	if row.Sweep == nil {
 		r.checkLoad(rowPath, m, nil)
 		return []PlannedRow{base}
@@ -656,10 +675,10 @@ func (r *resolver) anyWritten(path string, keys ...string) bool {
 func (r *resolver) checkLoad(rowPath string, m *merged, sweptDims []string) {
 	swept := func(k string) bool { return contains(sweptDims, k) }
 	var modes []string
-	if m.Concurrency != nil || swept("concurrency") {
+	if m.Concurrency != nil || swept("concurrency") || (m.Ramp != nil && m.Ramp.Concurrency != nil) {
 		modes = append(modes, "concurrency")
 	}
-	if m.Rate != nil || swept("rate") {
+	if m.Rate != nil || swept("rate") || (m.Ramp != nil && m.Ramp.Rate != nil) {
 		modes = append(modes, "rate")
 	}
 	if m.Trace != nil {
@@ -667,7 +686,7 @@ func (r *resolver) checkLoad(rowPath string, m *merged, sweptDims []string) {
 	}
 	switch {
 	case len(modes) == 0:
-		if !r.d.misspelled(rowPath, "concurrency", "rate", "trace", "sweep") && !r.d.misspelled("defaults", "concurrency", "rate") {
+		if m.Ramp == nil && !r.d.misspelled(rowPath, "concurrency", "rate", "trace", "sweep", "ramp") && !r.d.misspelled("defaults", "concurrency", "rate") {
 			r.problem(rowPath, "add concurrency: N (closed loop), rate: {per_second: R} (open loop), a sweep, or a trace",
 				"the row offers no load")
 		}
@@ -676,7 +695,7 @@ func (r *resolver) checkLoad(rowPath string, m *merged, sweptDims []string) {
 		r.problem(path, "choose one load mode per row",
 			"%s and %s are both set", modes[0], modes[1])
 	}
-	if m.Requests == nil && m.Duration == nil && m.Trace == nil &&
+	if m.Requests == nil && m.Duration == nil && m.Trace == nil && m.Ramp == nil &&
 		!r.d.isBroken(rowPath+".requests") && !r.d.isBroken(rowPath+".duration") &&
 		!r.d.misspelled(rowPath, "requests", "duration") && !r.d.misspelled("defaults", "requests", "duration") {
 		r.problem(rowPath, "add requests: N or duration: 60s (here or in defaults)", "the row has no stopping condition")
@@ -726,6 +745,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	if m.Streaming != nil {
 		p.Streaming = *m.Streaming
 	}
+	pooling := r.endpoint(row, rowPath, m, &p)
 	if m.Seed != nil {
 		p.Seed = *m.Seed
 	}
@@ -750,7 +770,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 		if rt.Arrival == "" {
 			rt.Arrival = DefaultArrival
 		}
-		if rt.PerSecond == 0 && (row.Sweep == nil || len(row.Sweep.Rate) == 0) && !r.d.isBroken(m.at("rate")+".per_second") {
+		if rt.PerSecond == 0 && (row.Sweep == nil || len(row.Sweep.Rate) == 0) && m.Ramp == nil && (row.Search == nil || row.Search.Rate == nil) && !r.d.isBroken(m.at("rate")+".per_second") {
 			r.problem(m.at("rate"), "e.g. rate: {per_second: 4}", "rate needs per_second")
 		}
 		if rt.Arrival == "gamma" && rt.Burstiness == 0 {
@@ -775,6 +795,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 		p.Trace = &tr
 		p.Load = LoadPlan{Mode: ModeTrace, Speedup: tr.Speedup, MaxConcurrency: tr.MaxConcurrency}
 	}
+	r.rampLoad(row, rowPath, m, &p)
 	// Prompt source.
 	nsrc := 0
 	if m.InputTokens != nil {
@@ -808,7 +829,9 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 	} else if sweepsIn {
 		p.Input = Length{Min: 1}
 	}
-	if m.OutputTokens != nil {
+	if pooling {
+		// An embeddings or rerank request generates nothing (endpoint).
+	} else if m.OutputTokens != nil {
 		p.Output = r.length(m.at("output_tokens"), *m.OutputTokens, sweepsOut)
 	} else if sweepsOut {
 		p.Output = Length{Min: 1}
@@ -842,6 +865,7 @@ func (r *resolver) plannedRow(row *Row, rowPath string, m *merged) PlannedRow {
 		}
 	}
 	r.checkRowHeaders(row, rowPath, m.Headers)
+	p.Conversation = r.conversation(m, rowPath, &p)
 	return p
 }
 
@@ -927,6 +951,7 @@ func (r *resolver) acceptance(rows []PlannedRow) []AcceptanceRule {
 			rule.Program = prog
 			if prog != nil {
 				r.checkIntervals(path+".expect", a.Expect, rows, rule.Rows)
+				r.checkEndpoints(path+".expect", a.Expect, rows, rule.Rows)
 			}
 		}
 		if rule.Sweep == SweepOperatingPoint && !anySwept(rows, rule.Rows) {
@@ -966,6 +991,7 @@ func (r *resolver) hypotheses(rows []PlannedRow) []HypothesisRule {
 			rule.Program = prog
 			if prog != nil {
 				r.checkIntervals(path+".expect", h.Expect, rows, nil)
+				r.checkEndpoints(path+".expect", h.Expect, rows, nil)
 			}
 		}
 		out = append(out, rule)
@@ -1014,7 +1040,7 @@ func (r *resolver) onOneLine(n *yaml.Node, src string) bool {
 // anySwept reports whether any of ids names a row expanded from a sweep.
 func anySwept(rows []PlannedRow, ids []string) bool {
 	for _, row := range rows {
-		if row.ID != row.Base && contains(ids, row.ID) {
+		if (row.ID != row.Base || row.Search != nil) && contains(ids, row.ID) {
 			return true
 		}
 	}
@@ -1024,7 +1050,7 @@ func anySwept(rows []PlannedRow, ids []string) bool {
 func rowsMatching(rows []PlannedRow, id string) []string {
 	var out []string
 	for _, row := range rows {
-		if row.ID == id || row.Base == id {
+		if row.ID == id || row.Base == id || row.Variant != "" && (WithoutVariant(row.ID) == id || WithoutVariant(row.Base) == id) {
 			out = append(out, row.ID)
 		}
 	}

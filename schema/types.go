@@ -99,7 +99,7 @@ type Hypothesis struct {
 type Server struct {
 	Target    string            `yaml:"target" json:"target,omitempty" doc:"builtin runs the simulated server in-process. Give either target or urls." enum:"builtin"`
 	URLs      []string          `yaml:"urls" json:"urls,omitempty" doc:"Base URLs of the OpenAI-compatible API, ending in /v1. Several URLs are used round-robin."`
-	API       string            `yaml:"api" json:"api,omitempty" doc:"Which endpoint to call: chat (/chat/completions) or completions (/completions)." enum:"chat,completions" default:"chat"`
+	API       string            `yaml:"api" json:"api,omitempty" doc:"Which endpoint every row calls unless it sets its own api: chat (/chat/completions), completions (/completions), embeddings (/embeddings) or rerank (/rerank, vLLM's Jina- and Cohere-compatible shape)." enum:"chat,completions,embeddings,rerank" default:"chat"`
 	Model     string            `yaml:"model" json:"model,omitempty" doc:"Model name sent in each request. If empty, the single model listed by GET /models is used."`
 	APIKeyEnv string            `yaml:"api_key_env" json:"api_key_env,omitempty" doc:"Name of the environment variable holding the API key, sent as a Bearer token. The key itself never appears in any artifact."`
 	Headers   map[string]string `yaml:"headers" json:"headers,omitempty" doc:"Extra HTTP headers sent with every request. Credential headers (Authorization, Cookie, or a name containing key, token, secret, auth, password, signature, session or credential) are refused here: use header_env."`
@@ -111,6 +111,9 @@ type Server struct {
 	Engine           Engine      `yaml:"engine" json:"engine,omitempty" doc:"The inference engine, recorded in the manifest and decision record."`
 	Hardware         Hardware    `yaml:"hardware" json:"hardware,omitempty" doc:"The hardware, recorded in the manifest and decision record."`
 	Sim              SimSettings `yaml:"sim" json:"sim,omitempty" doc:"Settings of the built-in simulated server, used when target is builtin."`
+	// Variants turn one experiment into a side-by-side comparison of
+	// server configurations (schema/variants.go).
+	Variants []Variant `yaml:"variants" json:"variants,omitempty" doc:"Configurations of the server under test; every row runs once per variant, as <row id>@<variant name>, variant by variant, and the decision record puts them side by side (docs/variants.md)."`
 }
 
 // Engine is metadata about the inference engine. Flags are kept as written
@@ -243,6 +246,8 @@ type Row struct {
 	ID       string `yaml:"id" json:"id,omitempty" doc:"Unique row id. Letters, digits, '.', '_' and '-'." required:"true"`
 	Question string `yaml:"question" json:"question,omitempty" doc:"What this row answers, in words. Shown in the decision record."`
 	Sweep    *Sweep `yaml:"sweep" json:"sweep,omitempty" doc:"Values to sweep; the row expands into one row per combination, with ids such as saturation/c=16."`
+	// Search finds a limit rather than measuring given loads (schema/search.go).
+	Search   *Search `yaml:"search" json:"search,omitempty" doc:"Find the highest load at which the row passes its acceptance rules and is valid: probe rows (ids such as saturation/c=24) run one after another, doubling from min, then bisecting (docs/search.md). Give concurrency or rate."`
 	Settings `yaml:",inline"`
 }
 
@@ -267,11 +272,23 @@ type Settings struct {
 	Concurrency *int   `yaml:"concurrency" json:"concurrency,omitempty" doc:"Closed loop: this many simulated users, each sending its next request when the previous one ends." minimum:"1" maximum:"100000" group:"load"`
 	Rate        *Rate  `yaml:"rate" json:"rate,omitempty" doc:"Open loop: requests arrive at this rate whether or not earlier ones finished." group:"load"`
 	Trace       *Trace `yaml:"trace" json:"trace,omitempty" doc:"Replay a trace file: its timestamps set when each request is sent, and its lengths what is sent." group:"load,source"`
+	// Ramp and PrefillConcurrency: schema/ramp.go.
+	Ramp               *Ramp `yaml:"ramp" json:"ramp,omitempty" doc:"Raise the load in steps within the row, without draining between them: {concurrency: {from, to, step}, step_duration} or {rate: {from, to, step}, step_duration}; every step is summarised and judged like a sweep point. The row stops after its last step." group:"load,stop"`
+	PrefillConcurrency *int  `yaml:"prefill_concurrency" json:"prefill_concurrency,omitempty" doc:"At most this many requests waiting for their first token at once (AIPerf's --prefill-concurrency): a request is sent only when fewer are in prefill; the wait is recorded as queue time." minimum:"1" maximum:"100000"`
 
 	InputTokens  *Length  `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Prompt length in tokens: a number, or {mean, stddev, min, max} or {values}." group:"source"`
 	OutputTokens *Length  `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Output length in tokens, sent as max_tokens: a number, or {mean, stddev, min, max} or {values}."`
 	Prefix       *Prefix  `yaml:"prefix" json:"prefix,omitempty" doc:"A shared prompt prefix, to exercise prefix caching."`
 	Dataset      *Dataset `yaml:"dataset" json:"dataset,omitempty" doc:"Take prompts from a file instead of synthesizing them." group:"source"`
+	// Conversation turns each user's requests into one chat whose later
+	// turns carry the earlier ones (schema/conversation.go).
+	Conversation *Conversation `yaml:"conversation" json:"conversation,omitempty" doc:"Each user holds a multi-turn chat: turn k's prompt is the conversation so far (the first prompt, earlier user messages and the server's actual replies) and a new user message. Chat API and concurrency rows only."`
+
+	// API, Batch and QueryTokens let one experiment measure a chat row
+	// and an embeddings or rerank row against the same server.
+	API         *string `yaml:"api" json:"api,omitempty" doc:"The endpoint this row calls, instead of server.api: chat, completions, embeddings or rerank." enum:"chat,completions,embeddings,rerank"`
+	Batch       *int    `yaml:"batch" json:"batch,omitempty" doc:"embeddings and rerank: inputs per request (documents per rerank query), each input_tokens long." minimum:"1" maximum:"10000" default:"1"`
+	QueryTokens *Length `yaml:"query_tokens" json:"query_tokens,omitempty" doc:"rerank: the query's length in tokens, scored against every document: a number, or {mean, stddev, min, max} or {values}."`
 
 	Streaming *bool             `yaml:"streaming" json:"streaming,omitempty" doc:"Stream the response (needed for TTFT, ITL and TPOT)." default:"true"`
 	Tokenizer *string           `yaml:"tokenizer" json:"tokenizer,omitempty" doc:"Tokenizer used to build prompts and count tokens: builtin (o200k), or the path of a Hugging Face tokenizer.json or of its directory." default:"builtin"`
