@@ -32,6 +32,9 @@ type Analysis struct {
 	// Sweeps holds one entry per swept row (a row with a sweep), in plan
 	// order.
 	Sweeps []SweepAnalysis `json:"sweeps,omitempty"`
+	// Searches holds one entry per search row, in plan order
+	// (analysis/search.go).
+	Searches []SearchAnalysis `json:"searches,omitempty"`
 	// Diagnosis reads each row's client figures, telemetry and
 	// prediction (package diagnosis, docs/diagnosis.md); every record
 	// shows it.
@@ -117,7 +120,7 @@ type input struct {
 // predictions.
 func Analyze(plan *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Analysis {
 	in := &input{Plan: plan, Summary: sum, Decision: d}
-	a := &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in)}
+	a := &Analysis{Predictions: predictRows(in), Sweeps: analyzeSweeps(in), Searches: analyzeSearches(plan, d)}
 	a.Diagnosis = Diagnose(plan, sum, d, a.Predictions)
 	return a
 }

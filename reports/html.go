@@ -94,9 +94,14 @@ type htmlView struct {
 	Description [][]seg
 	Interrupted bool
 	Verdict     htmlVerdict
+	// Answer is each question's answer under the verdict
+	// (record.AnswerOf), the first thing the page says.
+	Answer      []htmlAnswer
 	ClientBound []string
 	Hypotheses  []htmlHypothesis
 	Sweeps      []htmlSweep
+	// Searches is each search row's sentence (record.SearchSentence).
+	Searches    [][]seg
 	Simulated   string
 	Rejudged    string
 	Server      []record.ServerFact
@@ -111,6 +116,7 @@ type htmlView struct {
 	SemNotes    []string
 	ErrorLines  []errorLine
 	Repeated    []htmlRepeated
+	Turns       []htmlTurns // conversation rows by turn
 	Baseline    *htmlBaseline
 	RowSemNotes [][2]string
 	SLO         string
@@ -135,6 +141,11 @@ type htmlVerdict struct {
 	Class    string // pass, fail, incomplete, none
 	Headline string
 	Detail   []seg
+}
+
+type htmlAnswer struct {
+	Question, Base string
+	Text           []seg
 }
 
 type htmlSweep struct {
@@ -233,6 +244,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
+		Answer:      htmlAnswerOf(record.AnswerOf(p, sum, d)),
 		Facts:       record.RunFacts(man),
 		SHA256:      man.Experiment.SHA256,
 		Reproduce:   reproduceCommand(man),
@@ -275,6 +287,9 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 			Verdict: h.Verdict, Class: hypothesisClass(h.Verdict), Evidence: ev})
 	}
 	if in.Analysis != nil {
+		for _, sa := range in.Analysis.Searches {
+			v.Searches = append(v.Searches, mdSegs(record.SearchSentence(sa, p.Server.Hardware)))
+		}
 		for _, sw := range in.Analysis.Sweeps {
 			v.Sweeps = append(v.Sweeps, htmlSweep{Base: sw.Base, Rows: sw.Rows, OperatingPoint: sw.OperatingPoint,
 				Knee: sw.Knee, Why: mdSegs(sw.Why)})
@@ -303,6 +318,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
 	v.ErrorLines = errorLines(sum)
 	v.Repeated = htmlRepeatedOf(sum)
+	v.Turns = htmlTurnsOf(sum)
 	v.Baseline = newHTMLBaseline(d.Baseline)
 	for _, rs := range sum.Rows {
 		if len(rs.SemanticsNotes) > 0 {
@@ -364,6 +380,17 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		v.Plots = append(v.Plots, htmlPlot{Name: pl.Name, Title: title, Src: template.URL(src)})
 	}
 	return v
+}
+
+func htmlAnswerOf(a *record.Answer) []htmlAnswer {
+	var out []htmlAnswer
+	for _, l := range a.Lines {
+		out = append(out, htmlAnswer{Question: l.Question, Base: l.Base, Text: mdSegs(l.Text)})
+	}
+	for _, e := range a.Extra {
+		out = append(out, htmlAnswer{Text: mdSegs(e)})
+	}
+	return out
 }
 
 func htmlVerdictOf(d *verdict.Decision) htmlVerdict {
@@ -571,6 +598,16 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <h1>{{.Title}}</h1>
 {{if .Simulated}}<p class="callout simulated"><strong>{{.Simulated}}</strong></p>{{end}}
 {{if .Rejudged}}<p class="callout"><strong>Re-judged.</strong> {{.Rejudged}}</p>{{end}}
+<section id="verdict">
+{{if .Interrupted}}<p class="callout"><strong>Interrupted.</strong> The run was stopped before it finished; the numbers below cover only what was measured.</p>{{end}}
+<div class="verdict {{.Verdict.Class}}" role="status"><strong>Verdict: {{.Verdict.Headline}}</strong> {{template "segs" .Verdict.Detail}}</div>
+{{if .Answer}}<ul class="answer">
+{{- range .Answer}}
+<li>{{if .Question}}<em>{{.Question}}</em> {{else if .Base}}<code>{{.Base}}</code>: {{end}}{{template "segs" .Text}}</li>
+{{- end}}
+</ul>{{end}}
+{{if .ClientBound}}<p class="callout"><strong>Client-bound rows:</strong> {{range $i, $id := .ClientBound}}{{if $i}}, {{end}}<code>{{$id}}</code>{{end}}. The client fell behind the load it was asked to offer, or its CPU was saturated, so these rows may measure the client rather than the server; see <a href="#client-self-check">Client self-check</a>.</p>{{end}}
+</section>
 {{range .Description}}<p class="lead">{{template "segs" .}}</p>{{end}}
 <nav class="toc" aria-label="Sections">
 {{- if .Hypotheses}}
@@ -625,11 +662,16 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </table></div>
 </section>
 {{end}}
-<section id="verdict">
-{{if .Interrupted}}<p class="callout"><strong>Interrupted.</strong> The run was stopped before it finished; the numbers below cover only what was measured.</p>{{end}}
-<div class="verdict {{.Verdict.Class}}" role="status"><strong>Verdict: {{.Verdict.Headline}}</strong> {{template "segs" .Verdict.Detail}}</div>
-{{if .ClientBound}}<p class="callout"><strong>Client-bound rows:</strong> {{range $i, $id := .ClientBound}}{{if $i}}, {{end}}<code>{{$id}}</code>{{end}}. The client fell behind the load it was asked to offer, or its CPU was saturated, so these rows may measure the client rather than the server; see <a href="#client-self-check">Client self-check</a>.</p>{{end}}
+{{if .Searches}}
+<section id="searches">
+<h2>Searches</h2>
+<ul>
+{{- range .Searches}}
+<li>{{template "segs" .}}</li>
+{{- end}}
+</ul>
 </section>
+{{end}}
 {{if .Sweeps}}
 <section id="operating-point">
 <h2>Operating point</h2>
@@ -747,6 +789,21 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <tbody>
 {{- range .Rows}}
 <tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
+{{end}}
+{{if .Turns}}
+<h3>Conversations by turn</h3>
+{{with index .Turns 0}}<p>{{.Intro}}</p>{{end}}
+{{- range .Turns}}
+<h4><code>{{.ID}}</code></h4>
+<div class="scroll"><table>
+<thead><tr>{{range $i, $h := .Header}}<th{{if or (eq $i 0) (eq $i 1)}} class="num"{{end}}>{{$h}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr>{{range $i, $c := .}}<td{{if or (eq $i 0) (eq $i 1)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table></div>

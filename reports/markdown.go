@@ -66,6 +66,10 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	if in.JudgedBy != "" {
 		m.printf("> **Re-judged.** %s\n\n", cell(in.JudgedBy))
 	}
+	// The answer comes first: a reviewer who reads one paragraph has
+	// read the decision; everything below is its evidence.
+	m.verdict(d, sum)
+	m.answer(record.AnswerOf(p, sum, d))
 	// The description is the experiment's own prose, shown as text:
 	// its paragraphs stay, its markup does not (docs/experiment-format.md).
 	if d := textsafe.Markdown(exp.Description); d != "" {
@@ -84,7 +88,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		m.printf("\n")
 	}
 
-	m.verdict(d, sum)
+	m.searches(in) // reports/search.go
 	m.operatingPoints(in.Analysis)
 	m.validity(d)
 
@@ -163,6 +167,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.semanticsNotes(sum)
 	m.errorExamples(sum)
 	m.trials(sum)
+	m.turns(sum)
 	m.baseline(d.Baseline)
 	m.telemetry(sum)
 	m.cost(sum, d)
@@ -433,6 +438,24 @@ func (m *mdWriter) verdict(d *verdict.Decision, sum *metrics.Summary) {
 	}
 	headline, _ := record.VerdictHeadline(d)
 	m.printf("**Verdict: %s.** %s\n\n", headline, record.VerdictDetail(d))
+}
+
+// answer states each question's answer in a sentence, under the
+// verdict (record.AnswerOf).
+func (m *mdWriter) answer(a *record.Answer) {
+	for _, l := range a.Lines {
+		if l.Question != "" {
+			m.printf("- *%s* %s\n", cell(l.Question), l.Text)
+		} else {
+			m.printf("- %s: %s\n", codeSpan(l.Base), l.Text)
+		}
+	}
+	for _, e := range a.Extra {
+		m.printf("- %s\n", e)
+	}
+	if len(a.Lines)+len(a.Extra) > 0 {
+		m.printf("\n")
+	}
 }
 
 // validity lists every invalid row with each failed check and what to do

@@ -40,11 +40,21 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 			mark, assumed = "~", true
 		}
 		reqs := "—"
-		if n := r.TotalRequests(); n > 0 {
+		load := r.Load.String()
+		if n := r.TotalRequests(); n > 0 && r.Search != nil {
+			// A search row runs up to its worst-case number of probes.
+			probes := r.WorstCaseProbes()
+			load = fmt.Sprintf("%s, ≤%d probes", r.Search, probes)
+			reqs = fmt.Sprintf("≤%d", n*probes)
+			totalReqs += n * probes
+		} else if n > 0 {
 			reqs = fmt.Sprint(n)
 			totalReqs += n
 		} else {
 			unbounded++
+			if r.Search != nil {
+				load = fmt.Sprintf("%s, ≤%d probes", r.Search, r.WorstCaseProbes())
+			}
 		}
 		dur := est.Duration.Round(time.Second).String()
 		if est.Duration == 0 && r.Trace != nil {
@@ -52,7 +62,7 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 			// decide how long the row runs.
 			dur = "the trace's span"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, r.Load, r.Input, r.Output, reqs, r.Stop(), mark, dur)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, load, r.Input, r.Output, reqs, r.Stop(), mark, dur)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write plan: %w", err)

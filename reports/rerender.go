@@ -325,7 +325,19 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 	var problems []string
 	found := map[string]bool{}
 	var skipped []string
+	// A search row's probes stand for it (Plan.WithProbes).
+	probes := map[string][]schema.PlannedRow{}
+	for _, r := range man.Rows {
+		if r.Probe != nil {
+			probes[r.Probe.Search] = append(probes[r.Probe.Search], r)
+			found[r.ID] = true
+		}
+	}
 	for _, r := range plan.Rows {
+		if r.Search != nil && len(probes[r.ID]) > 0 {
+			rows = append(rows, r)
+			continue
+		}
 		run, ok := ran[r.ID]
 		if !ok {
 			skipped = append(skipped, r.ID) // not run (--rows): its rules cannot pass
@@ -347,6 +359,7 @@ func runPlan(dir *rundir.Dir, man *rundir.Manifest, sum *metrics.Summary, opts R
 			ErrInvalidExperiment, path, strings.Join(problems, "\n  "))
 	}
 	plan.Rows = rows
+	plan.WithProbes(probes)
 	plan.Skipped = append(skipped, plan.Skipped...)
 
 	// What was measured stays as measured: goodput was counted against

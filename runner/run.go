@@ -36,6 +36,7 @@ import (
 	"github.com/infermatrix/infermatrix/sim"
 	"github.com/infermatrix/infermatrix/tokenizer"
 	"github.com/infermatrix/infermatrix/validity"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // Options configure a run.
@@ -54,6 +55,9 @@ type Options struct {
 	// Baseline is the run the rules' baseline.<metric> names read,
 	// recorded in the manifest (the judging itself is reports').
 	Baseline *rundir.BaselineInfo
+	// BaselineRun is that run as rules read it: a search row's probes
+	// are judged against it as the record will judge them.
+	BaselineRun *verdict.Baseline
 }
 
 // Result is a finished (or interrupted) run.
@@ -75,6 +79,11 @@ var ErrServerUnreachable = errors.New("server unreachable")
 // cannot be written, the server cannot be reached); failed requests are
 // data, recorded in the results.
 //
+// A search row (row.Search) runs as probes, each a row of its own; when
+// the run ends, plan.WithProbes has replaced the search row with them, in
+// plan, in the manifest and in the summary, so that the caller's reports
+// judge and show the probes.
+//
 // Credentials are read from the environment first (api_key_env,
 // header_env): a variable that is not set stops the run before anything is
 // sent. Their values are scrubbed from every file, log line and error, in
@@ -83,6 +92,10 @@ func Run(ctx context.Context, plan *schema.Plan, opts Options) (*Result, error) 
 	creds, err := readCredentials(plan.Server)
 	if err != nil {
 		return nil, err
+	}
+	if ls := launchSecrets(plan); len(ls) > 0 {
+		creds.values = append(creds.values, ls...)
+		creds.secrets = redact.NewSecrets(creds.values...)
 	}
 	res, err := run(ctx, plan, opts, creds)
 	return res, creds.secrets.Error(err)
@@ -124,22 +137,10 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		toks[row.Tokenizer] = t
 	}
 
-	urls := plan.Server.URLs
 	var truth *truthSink
-	var bi *builtinRun
-	if plan.Server.Builtin {
-		if plan.Server.Sim.GroundTruth {
-			truth = &truthSink{}
-			defer truth.Close()
-		}
-		inst, err := startBuiltin(plan, toks, truth)
-		if err != nil {
-			return nil, err
-		}
-		defer inst.Close()
-		bi = &builtinRun{inst: inst, truth: truth}
-		urls = []string{inst.BaseURL}
-		logf("built-in server listening on %s", inst.BaseURL)
+	if wantsTruth(plan) {
+		truth = &truthSink{}
+		defer truth.Close()
 	}
 
 	maxConns := 0
@@ -156,29 +157,21 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	defer httpClient.CloseIdleConnections()
 	budget := newResponseBudget(maxBufferedResponses)
 
-	scrape := newScrapePlan(plan.Telemetry, urls, apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
-	defer scrape.close()
-
-	found, err := discover(ctx, httpClient, urls[0], apiKey, mergeHeaders(plan.Server.Headers, creds.headers))
-	if err != nil {
-		return nil, err
-	}
-	model := plan.Server.Model
-	if model == "" {
-		switch len(found.Models) {
-		case 1:
-			model = found.Models[0].ID
-			logf("using model %s, the only one the server lists", model)
-		case 0:
-			return nil, fmt.Errorf("server.model is not set and %s/models lists no model (%s)", urls[0], found.Error)
-		default:
-			ids := make([]string, len(found.Models))
-			for i, m := range found.Models {
-				ids[i] = m.ID
-			}
-			return nil, fmt.Errorf("server.model is not set and the server lists several: %s", strings.Join(ids, ", "))
+	// Without variants the one server is started and asked what it serves
+	// before the run directory exists: better no directory than one full of
+	// connect errors. Each variant's server opens when its rows come
+	// (runner/variants.go).
+	su := &serverSetup{plan: plan, toks: toks, truth: truth, http: httpClient, apiKey: apiKey,
+		headers: mergeHeaders(plan.Server.Headers, creds.headers), logf: logf}
+	srv := &serverSession{}
+	if len(plan.Server.Variants) == 0 {
+		srv, err = su.open(ctx, targetOf(plan, nil))
+		if err != nil {
+			return nil, err
 		}
+		defer srv.close()
 	}
+	urls, bi, scrape, found, model := srv.urls, srv.builtin, srv.scrape, srv.found, srv.model
 
 	started := time.Now()
 	dir, err := rundir.Create(opts.Base, plan.Experiment.Name, opts.Out, started)
@@ -191,10 +184,6 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	scrubJSON(creds.secrets, &found)
 	declared := plan.Server
 	declared.Model = creds.secrets.String(model)
-	if bi != nil {
-		found.Simulated = simulatedInfo(plan.Server.Sim)
-		found.Engine, found.EngineVersion, found.EngineFrom = SimEngineName, buildinfo.Get().Version, "the built-in server"
-	}
 	host, _ := os.Hostname()
 	man := &rundir.Manifest{
 		Format:  rundir.Format,
@@ -233,56 +222,77 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
 		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
 	}}
-	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets, scrape: scrape}
+	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets, scrape: scrape,
+		searches: newSearchRuns(opts.BaselineRun, man)}
 	if opts.Terminal {
 		rs.bar = opts.Log
 	}
 	var runErr error
 	rows := make([]metrics.RowSummary, len(plan.Rows))
 	trials := make([][]metrics.RowSummary, len(plan.Rows))
-	// Rows run in rounds: round k runs trial k of every row repeated at
-	// least k times, in plan order (round 1 is every row). Interleaving
-	// spreads a slow drift of the server (heat, caches, other tenants)
-	// over every row's trials rather than loading it onto one row's.
-	for round := 1; round <= plan.MaxRepeat(); round++ {
-		for i := range plan.Rows {
-			row := &plan.Rows[i]
-			if round > row.Trials() {
-				continue
-			}
-			if ctx.Err() != nil || runErr != nil {
-				if round == 1 {
-					rows[i] = metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowNotRun}
-				}
-				continue
-			}
-			trial := 0
-			if row.Repeat > 1 {
-				trial = round
-			}
-			cl := &client{http: httpClient, api: plan.Server.API, apiKey: apiKey,
-				headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
-			s, interrupted, err := rs.runRow(ctx, row, i, trial, cl)
-			s.Error = creds.secrets.String(s.Error)
-			if trial == 0 {
-				rows[i] = s
-			} else {
-				trials[i] = append(trials[i], s)
-			}
-			if err != nil {
-				runErr = fmt.Errorf("row %s: %w", row.ID, err)
-				if trial > 0 {
-					runErr = fmt.Errorf("row %s trial %d: %w", row.ID, trial, err)
-				}
-			}
-			if interrupted {
-				res.Interrupted = true
-			}
-			if trial > 0 && (trial == row.Repeat || err != nil || interrupted) {
-				rows[i] = rs.poolRow(row, trials[i])
-				trials[i] = nil
+	// Each variant's rows run together against its own server (one group
+	// of every row without variants); a variant whose server fails leaves
+	// its rows not run, with why, and the next variant runs.
+	for _, g := range rowGroups(plan) {
+		var groupErr error
+		var vr *variantRun
+		if g.variant != nil && ctx.Err() == nil && runErr == nil {
+			vr, groupErr = rs.enterVariant(ctx, su, g.variant, man)
+			if groupErr != nil {
+				logf("variant %s: its rows do not run: %v", g.variant.Name, groupErr)
 			}
 		}
+		// Rows run in rounds: round k runs trial k of every row repeated at
+		// least k times, in plan order (round 1 is every row). Interleaving
+		// spreads a slow drift of the server (heat, caches, other tenants)
+		// over every row's trials rather than loading it onto one row's.
+		for round := 1; round <= plan.MaxRepeat(); round++ {
+			for _, i := range g.rows {
+				row := &plan.Rows[i]
+				if round > row.Trials() {
+					continue
+				}
+				if ctx.Err() != nil || runErr != nil || groupErr != nil {
+					if round == 1 {
+						rows[i] = notRun(row, groupErr)
+					}
+					continue
+				}
+				trial := 0
+				if row.Repeat > 1 {
+					trial = round
+				}
+				cl := &client{http: httpClient, api: plan.RowAPI(row), apiKey: apiKey,
+					headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
+				runRow := rs.runRow
+				if row.Search != nil {
+					runRow = rs.runSearch // runner/search.go
+				}
+				s, interrupted, err := runRow(ctx, row, i, trial, cl)
+				s.Error = creds.secrets.String(s.Error)
+				if trial == 0 {
+					rows[i] = s
+				} else {
+					trials[i] = append(trials[i], s)
+				}
+				switch {
+				case err != nil && variantStops(g, err):
+					groupErr = creds.secrets.Error(fmt.Errorf("variant %s stopped at row %s: %w", g.variant.Name, row.ID, err))
+				case err != nil && trial > 0:
+					runErr = fmt.Errorf("row %s trial %d: %w", row.ID, trial, err)
+				case err != nil:
+					runErr = fmt.Errorf("row %s: %w", row.ID, err)
+				}
+				if interrupted {
+					res.Interrupted = true
+				}
+				if trial > 0 && (trial == row.Repeat || err != nil || interrupted) {
+					rows[i] = rs.poolRow(row, trials[i])
+					trials[i] = nil
+				}
+			}
+		}
+		rs.leaveVariant(vr)
 	}
 	// A repeated row whose later trials the run did not reach (an
 	// interrupt, a failure elsewhere) is pooled on the trials it ran.
@@ -291,7 +301,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			rows[i] = rs.poolRow(&plan.Rows[i], trials[i])
 		}
 	}
-	res.Summary.Rows = rows
+	res.Summary.Rows = rs.searches.expand(plan, rows) // each search row becomes its probes
 	if g := discoveredGPUs(rows); len(g) > 0 {
 		man.Server.Discovered.GPUModels = g
 	}
@@ -350,6 +360,8 @@ type runState struct {
 	secrets redact.Secrets
 	// scrape is where each row reads telemetry; nil when it is off.
 	scrape *scrapePlan
+	// searches holds the search rows' probes (runner/search.go).
+	searches *searchRuns
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -367,7 +379,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error(), Trial: trial}, false, err
 	}
-	wl, err := newTrialWorkload(row, plan.Server.API, st.model, cl.tok, nonce, trial)
+	wl, err := newTrialWorkload(row, plan.RowAPI(row), st.model, cl.tok, nonce, trial)
 	if err != nil {
 		return fail(err)
 	}
@@ -426,7 +438,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	// not inside it, for the self-check.
 	probe := startLoadProbe()
 	interrupted, runErr := rr.run(ctx)
-	load := probe.stop(plan.Server.Builtin)
+	load := probe.stop(bi != nil)
 	if bi != nil {
 		// The built-in server's own lateness over the row, and the
 		// client's stamps against its ground truth.
@@ -519,28 +531,6 @@ func randomNonce() uint64 {
 		return uint64(time.Now().UnixNano())
 	}
 	return binary.LittleEndian.Uint64(b[:])
-}
-
-// startBuiltin starts the simulated server in-process on a loopback port.
-// It counts tokens with the tokenizer of the plan's first row, so its usage
-// agrees with what the rows meant to send.
-func startBuiltin(plan *schema.Plan, toks map[string]tokenizer.Tokenizer, truth *truthSink) (*sim.Instance, error) {
-	cfg, err := BuiltinConfig(plan.Server.Sim)
-	if err != nil {
-		return nil, fmt.Errorf("start built-in server: %w", err)
-	}
-	cfg.Model = plan.Server.Model
-	if len(plan.Rows) > 0 {
-		cfg.Tokenizer = toks[plan.Rows[0].Tokenizer]
-	}
-	if truth != nil {
-		cfg.GroundTruth = truth
-	}
-	inst, err := sim.Start(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start built-in server: %w", err)
-	}
-	return inst, nil
 }
 
 // discover asks the server which models it serves. A server that cannot be

@@ -119,7 +119,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			if err != nil {
 				return err
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo})
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base})
 			if res == nil {
 				if errors.Is(runErr, runner.ErrBadSource) {
 					// A bad dataset or trace line is a problem of the
@@ -429,6 +429,9 @@ func newSimCmd(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		truthPath string
 		addr      string
 		listenAny bool
+		// prefixCaching and noPrefixCaching are vLLM's pair of flags; set
+		// neither, the preset decides.
+		prefixCaching, noPrefixCaching bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -449,6 +452,12 @@ server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`
 				return withCode(exitUsage, fmt.Errorf("--ttft and --itl apply to --preset fixed; preset %s models its own latencies", settings.Preset))
 			}
 			settings.TTFT, settings.ITL = schema.Duration(ttft), schema.Duration(itl)
+			switch {
+			case prefixCaching && noPrefixCaching:
+				return withCode(exitUsage, errors.New("--enable-prefix-caching and --no-enable-prefix-caching contradict each other"))
+			case prefixCaching || noPrefixCaching:
+				settings.Engine.PrefixCaching = &prefixCaching
+			}
 			cfg, err := runner.BuiltinConfig(settings)
 			if err != nil {
 				return withCode(exitUsage, err)
@@ -497,6 +506,9 @@ server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`
 	f.IntVar(&settings.Replicas, "replicas", 1, "data-parallel engine replicas behind the one port")
 	f.BoolVar(&settings.PhysicsOnly, "physics-only", false, "drop fixed overheads, front end and jitter: step times are exactly the roofline")
 	f.IntVar(&settings.Engine.MaxNumSeqs, "max-num-seqs", 0, "most sequences in one engine step, as vLLM's (default: the preset's)")
+	f.IntVar(&settings.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "most tokens computed in one engine step, prefill chunks and decodes together, as vLLM's (default: the preset's)")
+	f.BoolVar(&prefixCaching, "enable-prefix-caching", false, "automatic prefix caching, as vLLM's (default: the preset's)")
+	f.BoolVar(&noPrefixCaching, "no-enable-prefix-caching", false, "no automatic prefix caching, as vLLM's")
 	f.Float64Var(&settings.Engine.GPUMemoryUtilization, "gpu-memory-utilization", 0, "fraction of GPU memory for weights, reserve and KV cache, as vLLM's; lower it to run out of KV cache (default: the preset's)")
 	f.DurationVar(&ttft, "ttft", schema.DefaultSimTTFT, "time to first token (preset fixed)")
 	f.DurationVar(&itl, "itl", schema.DefaultSimITL, "time between tokens (preset fixed)")
