@@ -47,6 +47,15 @@ type Record struct {
 	Warmup bool   `json:"warmup,omitempty"`
 	URL    string `json:"url"`
 	Stream bool   `json:"stream"`
+	// Step is the step of a ramped row (ramp) the request was sent in,
+	// from 1; 0 for warmup and for a row without ramp (metrics/ramp.go).
+	Step int `json:"step,omitempty"`
+
+	// ConversationID and Turn place a request of a conversation row
+	// (conversation): the conversation, unique in the run, and the turn,
+	// from 0. Turn is nil outside conversations.
+	ConversationID string `json:"conversation_id,omitempty"`
+	Turn           *int   `json:"turn,omitempty"`
 
 	// ScheduledNS is when the load pattern wanted the request sent. For
 	// open-loop rows, StartNS - QueueNS - ScheduledNS is the dispatcher's
@@ -93,6 +102,11 @@ type Record struct {
 
 	InputTokens  Tokens `json:"input_tokens"`
 	OutputTokens Tokens `json:"output_tokens"`
+	// Inputs is how many inputs an embeddings or rerank request carried
+	// (texts to embed, documents to score against the query); 0 for chat
+	// and completions. A pooling request's InputTokens count all of them,
+	// its OutputTokens nothing: it generates no token.
+	Inputs int `json:"inputs,omitempty"`
 	// CachedTokens is how many of the prompt's tokens the server says it
 	// found in its prefix cache (usage.prompt_tokens_details.cached_tokens,
 	// or llama.cpp's timings.cache_n); nil when it did not say.

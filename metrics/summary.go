@@ -99,6 +99,9 @@ type RowSummary struct {
 	// Timeslices are the row over time, always by infermatrix's
 	// definitions.
 	Timeslices Timeslices `json:"timeslices"`
+	// ByTurn splits a conversation row's figures by turn (turns.go);
+	// absent for rows without conversations.
+	ByTurn []TurnSummary `json:"by_turn,omitempty"`
 	// Semantics repeats the run's, so a row's own summary.json says what
 	// its numbers mean; SemanticsNotes are this row's departures from it,
 	// such as records lacking what it needs.
@@ -123,6 +126,10 @@ type RowSummary struct {
 	// Intervals are the confidence intervals of the headline figures over
 	// the trials; nil with fewer than two trials.
 	Intervals *Intervals `json:"intervals,omitempty"`
+	// Steps are a ramped row's steps, each summarised alone by the
+	// requests sent in it (metrics/ramp.go); the figures above pool every
+	// step. Empty for a row without ramp.
+	Steps []StepSummary `json:"steps,omitempty"`
 }
 
 // InFlight is the load the server actually saw: how many of the row's
@@ -347,6 +354,10 @@ type Throughput struct {
 	// runs on (Pricing.GPUs, 1 unless the experiment says more). Absent
 	// from summaries written before it existed.
 	OutputTokensPerSPerGPU float64 `json:"output_tokens_per_s_per_gpu,omitempty" expr:"output_tokens_per_s_per_gpu"`
+	// InputsPerS is an embeddings or rerank row's inputs (texts embedded,
+	// documents scored) completed per second; absent for a row that
+	// generates (IsPooling).
+	InputsPerS float64 `json:"inputs_per_s,omitempty" expr:"inputs_per_s"`
 }
 
 // Goodput counts requests that met every SLO.
@@ -395,6 +406,9 @@ type Options struct {
 	// Pricing is the deployment's price and GPU count, from which the
 	// summary's cost and per-GPU throughput are computed (Price).
 	Pricing Pricing
+	// Ramp, for a ramped row, summarises each step besides the row
+	// (RowSummary.Steps, metrics/ramp.go).
+	Ramp *Ramp
 }
 
 // Aggregator builds one row's summary from its records as they arrive. It
@@ -402,6 +416,7 @@ type Options struct {
 // request plus eight per streamed event, and the timeslices by at most
 // MaxTimeslices slots.
 type Aggregator struct {
+	turns   turnAcc // conversation rows' figures by turn
 	opts    Options
 	sem     string
 	reqs    Requests
@@ -418,6 +433,9 @@ type Aggregator struct {
 	perUser                                          []float64
 	inSum, outSum                                    int64
 	good, goodBase                                   int
+	// inputs sums the successful pooling requests' inputs; pooled counts
+	// those requests, which have no output side (Record.Inputs).
+	inputs, pooled int64
 
 	slices           *slicer
 	inLen, outLen    lengthAcc
@@ -438,6 +456,8 @@ type Aggregator struct {
 	// server said nothing of its cache for, and their prompt tokens.
 	uncounted       int
 	uncountedPrompt int64
+	// ramp summarises a ramped row's steps (Options.Ramp).
+	ramp *rampSteps
 }
 
 // lengthAcc accumulates one side of the token check.
@@ -476,7 +496,11 @@ func NewAggregator(opts Options) *Aggregator {
 	if sem == "" {
 		sem = SemInfermatrix
 	}
-	return &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, errMsgs: map[string]string{}, slices: newSlicer(opts.Timeslice)}
+	a := &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, errMsgs: map[string]string{}, slices: newSlicer(opts.Timeslice)}
+	if opts.Ramp != nil && len(opts.Ramp.Levels) > 0 {
+		a.ramp = newRampSteps(opts)
+	}
+	return a
 }
 
 // SetClientLoad records what the runner measured of its own process
@@ -486,6 +510,9 @@ func (a *Aggregator) SetClientLoad(l ClientLoad) { a.load = &l }
 // Add folds in one record. Warmup records are only counted.
 func (a *Aggregator) Add(r *Record) {
 	a.spans = append(a.spans, [2]int64{r.StartNS, r.StartNS + r.EndNS})
+	if a.ramp != nil {
+		a.ramp.add(r)
+	}
 	if r.Warmup {
 		a.reqs.Warmup++
 		return
@@ -557,8 +584,15 @@ func (a *Aggregator) Add(r *Record) {
 	} else {
 		a.noIn++
 	}
-	a.outSum += int64(v.out)
-	a.out = append(a.out, float64(v.out))
+	if r.Inputs > 0 {
+		// A pooling request generates nothing: its output length is
+		// absent, not a zero that would pull a mixed row's mean down.
+		a.pooled++
+		a.inputs += int64(r.Inputs)
+	} else {
+		a.outSum += int64(v.out)
+		a.out = append(a.out, float64(v.out))
+	}
 	e2e := ms(v.e2e)
 	a.e2e = append(a.e2e, e2e)
 	if a.reqs.Completed == 1 {
@@ -599,6 +633,7 @@ func (a *Aggregator) Add(r *Record) {
 	if a.meetsSLO(r, v) {
 		a.good++
 	}
+	a.turns.add(r, v)
 }
 
 func (a *Aggregator) addITL(ns int64) { a.itl = append(a.itl, ms(ns)) }
@@ -775,6 +810,9 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 			InputTokensPerS:  float64(a.inSum) / w,
 			TotalTokensPerS:  float64(a.inSum+a.outSum) / w,
 		}
+		if a.pooled > 0 {
+			s.Throughput.InputsPerS = float64(a.inputs) / w
+		}
 		s.Goodput.RequestsPerS = float64(a.good) / w
 	}
 	if len(a.perUser) > 0 {
@@ -812,8 +850,12 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	}
 	s.SelfCheck = a.selfCheck()
 	s.Tokens = a.tokenCheck()
+	s.ByTurn = a.turns.summary(x)
 	s.SemanticsNotes = a.semanticsNotes()
 	Price(&s, a.opts.Pricing)
+	if a.ramp != nil && a.anyMeas {
+		s.Steps = a.ramp.summaries(id, base, status, a.firstSched, a)
+	}
 	return s
 }
 
@@ -844,6 +886,8 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 		l    LengthCheck
 	}{{"input", c.Input}, {"output", c.Output}} {
 		switch {
+		case side.name == "output" && a.pooled > 0 && a.pooled == int64(a.reqs.Completed):
+			// Embeddings and rerank requests ask for no output.
 		case a.reqs.Completed > 0 && side.l.Requests == 0:
 			c.Notes = append(c.Notes, fmt.Sprintf("no %s lengths checked: the server reported no usage", side.name))
 		case side.l.Mismatch:

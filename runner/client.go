@@ -225,12 +225,20 @@ type call struct {
 	onConn func()
 	// probe says the request is the one allowed through a closed gate.
 	probe bool
+	// release, when set, gives back the request's prefill slot
+	// (prefill_gate.go); fire calls it at the first token or the end.
+	release func()
 }
 
 // endpoint returns the path appended to a base URL.
 func endpoint(api string) string {
-	if api == "completions" {
+	switch api {
+	case metrics.APICompletions:
 		return "/completions"
+	case metrics.APIEmbeddings:
+		return "/embeddings"
+	case metrics.APIRerank:
+		return "/rerank"
 	}
 	return "/chat/completions"
 }
@@ -391,6 +399,7 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	var cacheN int
 	var hasCacheN bool
 	var ch chunkFields
+	reply := replyOf(ctx) // a conversation's turn keeps its answer
 	for !done {
 		ev, err := sr.next()
 		if err != nil {
@@ -447,6 +456,9 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 				text = append(text, choice.deltaContent...)
 				text = append(text, choice.text...)
 			}
+			if reply != nil {
+				reply.add(choice.deltaContent, choice.text)
+			}
 			if hasContent && rec.FirstOutputNS == 0 {
 				rec.FirstOutputNS = off
 			}
@@ -457,6 +469,7 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 		if carried {
 			if rec.FirstTokenNS == 0 {
 				rec.FirstTokenNS = off
+				firstToken(ctx)
 			}
 			rec.LastTokenNS = off
 			rec.Events = append(rec.Events, off)
@@ -531,6 +544,10 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	if last.IsZero() {
 		rec.EndNS = time.Since(start).Nanoseconds()
 	}
+	if metrics.IsPooling(c.api) {
+		c.readPooled(body, rec) // embeddings.go
+		return
+	}
 	// Fields go-openai's types lack: whether usage was sent at all, and
 	// the "reasoning" field newer vLLM builds use.
 	var extra struct {
@@ -559,6 +576,9 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 		for _, ch := range r.Choices {
 			text += ch.Message.ReasoningContent + ch.Message.Content
 			rec.FinishReason = string(ch.FinishReason)
+			if reply := replyOf(ctx); reply != nil {
+				reply.add([]byte(ch.Message.Content))
+			}
 		}
 	}
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/tokenizer"
 	openai "github.com/sashabaranov/go-openai"
@@ -219,6 +220,10 @@ type prompt struct {
 	// shared is how many leading tokens the row shares with other
 	// requests on purpose (Record.SharedTokens).
 	shared int
+	// inputs are an embeddings request's texts or a rerank request's
+	// documents, and query a rerank request's query (pooledPrompt).
+	inputs []string
+	query  string
 }
 
 // goldenStride spreads successive window offsets across the corpus, so
@@ -260,6 +265,9 @@ func (w *workload) tag(seq int64, room int) string {
 }
 
 func (w *workload) prompt(seq int64) prompt {
+	if metrics.IsPooling(w.api) {
+		return w.pooledPrompt(seq)
+	}
 	if w.src != nil {
 		return w.sourcePrompt(seq)
 	}
@@ -363,6 +371,9 @@ func sampleLength(rng *rand.Rand, l schema.Length) int {
 // splices in the row's extra fields. Validation has already rejected extra
 // fields that collide with the ones set here.
 func (w *workload) body(p prompt, stream bool) ([]byte, error) {
+	if metrics.IsPooling(w.api) {
+		return w.pooledBody(p)
+	}
 	var b []byte
 	var err error
 	var opts *openai.StreamOptions
@@ -392,15 +403,20 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	if len(w.extra) > 0 {
-		out := make([]byte, 0, len(b)+len(w.extra)+1)
-		out = append(out, b[:len(b)-1]...)
-		out = append(out, ',')
-		out = append(out, w.extra...)
-		out = append(out, '}')
-		b = out
+	return w.splice(b), nil
+}
+
+// splice appends the row's extra body fields to an encoded request.
+func (w *workload) splice(b []byte) []byte {
+	if len(w.extra) == 0 {
+		return b
 	}
-	return b, nil
+	out := make([]byte, 0, len(b)+len(w.extra)+1)
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, ',')
+	out = append(out, w.extra...)
+	out = append(out, '}')
+	return out
 }
 
 // primeBodies returns one request per prefix, for warm prefixes: sent before

@@ -62,8 +62,14 @@ type rowRun struct {
 	// warm prefixes, so the window's counters do not count them.
 	scrapeNow func()
 
+	// ramp is a ramped row's step clock, prefill its prefill-concurrency
+	// gate; each nil when the row has none (ramp.go, prefill_gate.go).
+	ramp    *rampClock
+	prefill *prefillGate
+
 	mu           sync.Mutex
 	seq          int64
+	convs        int64 // conversations started, for conversation rows
 	measured     int
 	durTimer     *time.Timer
 	stopped      chan struct{} // closed when dispatching stops
@@ -75,6 +81,7 @@ type rowRun struct {
 type ticket struct {
 	seq    int64
 	warmup bool
+	step   int // a ramped row's step, from 1 (rampStep)
 }
 
 // take decides whether another request may be dispatched at now, and
@@ -109,7 +116,7 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 		}
 		rr.measured++
 	}
-	t := ticket{seq: rr.seq, warmup: warm}
+	t := ticket{seq: rr.seq, warmup: warm, step: rr.rampStep(now, warm)}
 	rr.seq++
 	return t, true
 }
@@ -185,16 +192,7 @@ func (rr *rowRun) recordID(seq int64) string {
 // request's scheduled time, so prompt synthesis delays no dispatch.
 func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	r := rr.row
-	rec := &metrics.Record{
-		ID:          rr.recordID(t.seq),
-		Row:         r.ID,
-		Seq:         t.seq,
-		Trial:       rr.trial,
-		Warmup:      t.warmup,
-		URL:         rr.urls[int(t.seq)%len(rr.urls)],
-		Stream:      r.Streaming,
-		ScheduledNS: scheduled.Nanoseconds(),
-	}
+	rec := rr.newRecord(t, scheduled)
 	var body []byte
 	var err error
 	if int(t.seq) < rr.primeCount() {
@@ -211,11 +209,27 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 		rec.InputTokens.Client = p.inTokens
 		rec.SharedTokens = p.shared
 		rec.OutputTokens.Requested = p.maxTokens
+		rec.Inputs = len(p.inputs)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return &call{url: rec.URL, body: body, rec: rec}, nil
+}
+
+// newRecord is a ticket's record before the request is built.
+func (rr *rowRun) newRecord(t ticket, scheduled time.Duration) *metrics.Record {
+	return &metrics.Record{
+		ID:          rr.recordID(t.seq),
+		Row:         rr.row.ID,
+		Seq:         t.seq,
+		Trial:       rr.trial,
+		Warmup:      t.warmup,
+		Step:        t.step,
+		URL:         rr.urls[int(t.seq)%len(rr.urls)],
+		Stream:      rr.row.Streaming,
+		ScheduledNS: scheduled.Nanoseconds(),
+	}
 }
 
 // fire sends one request under the in-flight context and records it, and
@@ -234,6 +248,11 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 	cl.onConn = rr.gate.connected
 	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), errRequestTimeout)
 	defer cancel()
+	if cl.release != nil {
+		// The prefill slot goes back at the first token, or at the end.
+		defer cl.release()
+		ctx = withFirstToken(ctx, cl.release)
+	}
 	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && rr.wl.cancels(cl.rec.Seq, c.Fraction) {
 		cctx, ccancel := context.WithCancelCause(ctx)
 		defer ccancel(nil)
@@ -253,6 +272,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	}
 	rr.loadStart = rr.start
 	rr.stopped = make(chan struct{})
+	rr.ramp, rr.prefill = newRampClock(rr.row.Load.Ramp), newPrefillGate(rr.row.PrefillConcurrency)
 	rr.client.rowStart = rr.start
 	defer func() {
 		rr.mu.Lock()
@@ -297,8 +317,18 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	}
 
 	var wg sync.WaitGroup
-	switch rr.row.Load.Mode {
+	mode := rr.row.Load.Mode
+	if rr.ramp != nil {
+		mode = modeRamp
+	}
+	switch mode {
+	case modeRamp:
+		rr.ramped(ctx, inflight, &wg)
 	case schema.ModeConcurrency:
+		if rr.row.Conversation != nil {
+			rr.conversationLoop(ctx, inflight, &wg)
+			break
+		}
 		rr.closedLoop(ctx, inflight, &wg)
 	case schema.ModeRate:
 		l := rr.row.Load
@@ -361,34 +391,44 @@ func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				pass, probe := rr.gate.wait(ctx, rr.stopped)
-				if !pass {
-					rr.stopIfUnreachable()
-					return
-				}
-				t, ok := rr.take(time.Now())
-				if !ok {
-					rr.gate.done(probe)
-					return
-				}
-				cl, err := rr.prepare(t, 0)
-				if err != nil {
-					rr.gate.done(probe)
-					rr.fail(err)
-					return
-				}
-				cl.probe = probe
-				// A closed-loop user sends as soon as it is ready: its
-				// schedule is now.
-				cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
-				rr.fire(inflight, cl)
-			}
+			rr.user(ctx, inflight)
 		}()
 	}
 	select {
 	case <-ctx.Done():
 	case <-rr.stopped:
+	}
+}
+
+// user is one closed-loop user: it sends its next request as soon as its
+// previous one ends, until dispatching stops.
+func (rr *rowRun) user(ctx, inflight context.Context) {
+	for ctx.Err() == nil {
+		pass, probe := rr.gate.wait(ctx, rr.stopped)
+		if !pass {
+			rr.stopIfUnreachable()
+			return
+		}
+		t, ok := rr.take(time.Now())
+		if !ok {
+			rr.gate.done(probe)
+			return
+		}
+		cl, err := rr.prepare(t, 0)
+		if err != nil {
+			rr.gate.done(probe)
+			rr.fail(err)
+			return
+		}
+		cl.probe = probe
+		// A closed-loop user sends as soon as it is ready: its
+		// schedule is now.
+		cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
+		if !rr.admitPrefill(ctx, cl) {
+			rr.gate.done(probe)
+			return
+		}
+		rr.fire(inflight, cl)
 	}
 }
 
@@ -478,8 +518,8 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			rr.fail(fmt.Errorf("internal error: built request %d for ticket %d", cl.rec.Seq, t.seq))
 			return
 		}
-		cl.rec.Warmup = t.warmup
-		if slots != nil {
+		cl.rec.Warmup, cl.rec.Step = t.warmup, t.step
+		if slots != nil || rr.prefill != nil {
 			q := time.Now()
 			if due.Before(waitedUntil) {
 				// It came due while the dispatcher was waiting for a
@@ -487,19 +527,38 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 				// time, and that wait is the cap's, not dispatch lag.
 				q = due
 			}
-			select {
-			case slots <- struct{}{}:
-			default:
+			if slots != nil {
 				select {
 				case slots <- struct{}{}:
-				case <-ctx.Done():
-					rr.gate.done(cl.probe)
-					return
-				case <-rr.stopped:
+				default:
+					select {
+					case slots <- struct{}{}:
+					case <-ctx.Done():
+						rr.gate.done(cl.probe)
+						return
+					case <-rr.stopped:
+						rr.gate.done(cl.probe)
+						return
+					}
+					waitedUntil = time.Now()
+				}
+			}
+			if rr.prefill != nil {
+				// After the in-flight slot: a request holds a prefill
+				// slot only while it is sent and waits for its first
+				// token, never while it waits for room in flight.
+				ok, waited := rr.prefill.acquire(ctx, rr.stopped)
+				if !ok {
+					if slots != nil {
+						<-slots
+					}
 					rr.gate.done(cl.probe)
 					return
 				}
-				waitedUntil = time.Now()
+				if waited {
+					waitedUntil = time.Now()
+				}
+				cl.release = rr.prefill.releaser()
 			}
 			cl.rec.QueueNS = time.Since(q).Nanoseconds()
 		}

@@ -91,6 +91,13 @@ type entry struct {
 	// reply is a ShareGPT conversation's first reply, held only until its
 	// tokens are counted as the entry's output length.
 	reply string
+	// turns are a ShareGPT conversation's non-empty human turns, for a
+	// conversation row (the first is text); outputs the token counts of
+	// the reply after each (0 where none), counted from replies when the
+	// source is loaded.
+	turns   []string
+	outputs []int
+	replies []string
 }
 
 // sourceSpec says how to read one row's file. Rows whose specs are equal
@@ -102,6 +109,7 @@ type sourceSpec struct {
 	api       string // chat or completions: messages are joined for completions
 	trace     bool   // timestamps are required
 	needReply bool   // ShareGPT: the row sets no output_tokens, so the reply's length is the output length
+	turns     bool   // ShareGPT: a conversation row replays every human turn, not only the first
 	blockSize int    // Mooncake: tokens per hash id
 }
 
@@ -122,6 +130,7 @@ func specOf(row *schema.PlannedRow, api string) (sourceSpec, bool) {
 		spec.api, spec.blockSize = api, 0
 	case formatShareGPT:
 		spec.needReply, spec.blockSize = row.Output.Mean == 0 && len(row.Output.Values) == 0, 0
+		spec.turns = row.Conversation != nil
 	}
 	return spec, true
 }
@@ -770,6 +779,9 @@ func readShareGPT(r io.Reader, f io.ReaderAt, bom int64, spec sourceSpec, ps *pr
 		if !spec.needReply {
 			e.reply = ""
 		}
+		if spec.turns {
+			e.turns, e.replies = shareGPTTurns(turns, spec.needReply)
+		}
 		e.line = i
 		st.used++
 		if len(bads) == 0 && ps.err == nil && !keep(e) {
@@ -986,6 +998,15 @@ func loadSource(row *schema.PlannedRow, api string, tok tokenizer.Tokenizer) (*s
 			k.e.output = tok.Count(k.e.reply)
 			k.e.reply = ""
 		}
+		if k.e.replies != nil {
+			k.e.outputs = make([]int, len(k.e.replies))
+			for j, r := range k.e.replies {
+				if r != "" {
+					k.e.outputs[j] = tok.Count(r)
+				}
+			}
+			k.e.replies = nil
+		}
 	}
 	if spec.trace {
 		at := make([]float64, len(src.entries))
@@ -1028,7 +1049,7 @@ func CheckSources(plan *schema.Plan) (notes []string, err error) {
 	var errs []error
 	for i := range plan.Rows {
 		row := &plan.Rows[i]
-		spec, ok := specOf(row, plan.Server.API)
+		spec, ok := specOf(row, plan.RowAPI(row))
 		if !ok {
 			continue
 		}

@@ -13,11 +13,12 @@ import (
 func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 	plan := st.plan
 	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
-		Semantics: plan.Semantics, API: plan.Server.API, Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.Cost.Pricing()}
+		Semantics: plan.Semantics, API: plan.RowAPI(row), Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.Cost.Pricing()}
 	if row.Load.Mode == schema.ModeRate {
 		opts.RequestedRate = row.Load.Rate
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+	opts.Ramp = row.Load.Ramp.Metrics()
 	return opts
 }
 

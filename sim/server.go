@@ -107,6 +107,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, http.MethodPost) {
 			s.serveGeneration(w, r, completionEndpoint)
 		}
+	case "/v1/embeddings", "/v1/rerank", "/rerank":
+		// vLLM serves rerank at /rerank, /v1/rerank and /v2/rerank.
+		if allow(w, r, http.MethodPost) {
+			s.servePooling(w, r, r.URL.Path != "/v1/embeddings") // embeddings.go
+		}
 	case "/v1/models":
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			s.serveModels(w)

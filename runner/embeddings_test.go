@@ -1,0 +1,180 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+)
+
+// TestPooledAnswers checks how an embeddings or rerank answer is read: the
+// server's usage is the input count when it gives one, and an answer that
+// does not account for every input is a protocol error, never a success
+// (a server that drops inputs would look fast) nor a crash.
+func TestPooledAnswers(t *testing.T) {
+	emb := func(n int) string {
+		var d []string
+		for i := range n {
+			d = append(d, `{"index":`+string(rune('0'+i))+`,"object":"embedding","embedding":[0.1,0.2]}`)
+		}
+		return `{"id":"embd-1","object":"list","data":[` + strings.Join(d, ",") + `],"usage":{"prompt_tokens":40,"total_tokens":40}}`
+	}
+	tests := []struct {
+		name, api, body string
+		server          int    // the usage count; -1: none
+		class           string // "" for success
+	}{
+		{"embeddings", "embeddings", emb(3), 40, ""},
+		{"base64 vectors", "embeddings", `{"data":[{"index":0,"embedding":"AAAA"},{"index":1,"embedding":"AAAA"},{"index":2,"embedding":"AAAA"}]}`, -1, ""},
+		{"too few embeddings", "embeddings", emb(2), 0, metrics.ErrProtocol},
+		{"too many embeddings", "embeddings", emb(4), 0, metrics.ErrProtocol},
+		{"index twice", "embeddings", `{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[1]},{"index":2,"embedding":[1]}]}`, 0, metrics.ErrProtocol},
+		{"empty vector", "embeddings", `{"data":[{"index":0,"embedding":[]},{"index":1,"embedding":[1]},{"index":2,"embedding":[1]}]}`, 0, metrics.ErrProtocol},
+		{"no data", "embeddings", `{"object":"list"}`, 0, metrics.ErrProtocol},
+		{"not JSON", "embeddings", `<html>`, 0, metrics.ErrProtocol},
+		{"rerank", "rerank", `{"id":"r","results":[{"index":2,"relevance_score":0.9},{"index":0,"relevance_score":0.5},{"index":1,"relevance_score":0.1}],"usage":{"total_tokens":66}}`, 66, ""},
+		{"missing results", "rerank", `{"id":"r","usage":{"total_tokens":66}}`, 0, metrics.ErrProtocol},
+		{"result without score", "rerank", `{"results":[{"index":0},{"index":1,"relevance_score":1},{"index":2,"relevance_score":1}]}`, 0, metrics.ErrProtocol},
+		{"index out of range", "rerank", `{"results":[{"index":0,"relevance_score":1},{"index":1,"relevance_score":1},{"index":3,"relevance_score":1}]}`, 0, metrics.ErrProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := scripted(t, 200, "application/json", step{0, tt.body})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rec := &metrics.Record{ID: "t-0-0", Inputs: 3}
+			rec.InputTokens.Client = 39
+			testClient(t, tt.api).do(ctx, &call{url: srv.URL, body: []byte(`{}`), rec: rec})
+			if tt.class != "" {
+				if rec.Error == nil || rec.Error.Class != tt.class {
+					t.Fatalf("error %+v, want class %s", rec.Error, tt.class)
+				}
+				return
+			}
+			if rec.Error != nil {
+				t.Fatal(rec.Error)
+			}
+			if (tt.server < 0) != (rec.InputTokens.Server == nil) || (tt.server >= 0 && *rec.InputTokens.Server != tt.server) {
+				t.Errorf("server input tokens %v, want %d", rec.InputTokens.Server, tt.server)
+			}
+			if rec.InputTokens.Count() != map[bool]int{true: 39, false: tt.server}[tt.server < 0] {
+				t.Errorf("input count %d: the server's usage when given, else the client's", rec.InputTokens.Count())
+			}
+			if rec.OutputTokens.Server != nil || rec.OutputTokens.Client != 0 || rec.EndNS <= 0 {
+				t.Errorf("output %+v, end %d", rec.OutputTokens, rec.EndNS)
+			}
+		})
+	}
+}
+
+// TestPooledBodies checks what an embeddings and a rerank request carry:
+// batch inputs of the asked length, each with its own tag, and for rerank
+// one query shared by the documents.
+func TestPooledBodies(t *testing.T) {
+	p := plan(t, `server: {target: builtin, api: embeddings}
+defaults: {requests: 1, concurrency: 1}
+rows:
+  - {id: emb, input_tokens: 24, batch: 4}
+  - {id: rr, api: rerank, input_tokens: 20, query_tokens: 8, batch: 3}
+`)
+	tok := testClient(t, "chat").tok
+	for i, row := range p.Rows {
+		api := p.RowAPI(&p.Rows[i])
+		w, err := newWorkload(&p.Rows[i], api, "m", tok, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := w.prompt(1)
+		b, err := w.body(pr, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Input     []string `json:"input"`
+			Query     string   `json:"query"`
+			Documents []string `json:"documents"`
+			Stream    *bool    `json:"stream"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		texts, per, query := got.Input, 24, 0
+		if api == "rerank" {
+			texts, per, query = got.Documents, 20, 8
+			if n := tok.Count(got.Query); n != 8 {
+				t.Errorf("query of %d tokens, want 8", n)
+			}
+		}
+		if len(texts) != row.Batch || got.Stream != nil {
+			t.Fatalf("%s: %d inputs (want %d), stream %v: %s", row.ID, len(texts), row.Batch, got.Stream, b)
+		}
+		seen := map[string]bool{}
+		for _, x := range texts {
+			if n := tok.Count(x); n != per {
+				t.Errorf("%s: an input of %d tokens, want %d", row.ID, n, per)
+			}
+			if seen[x[:8]] {
+				t.Errorf("%s: two inputs start alike: %q", row.ID, x[:8])
+			}
+			seen[x[:8]] = true
+		}
+		if want := row.Batch * (per + query); pr.requested != want || pr.inTokens != want {
+			t.Errorf("%s: requested %d, counted %d; want %d (a rerank document counts with its query)", row.ID, pr.requested, pr.inTokens, want)
+		}
+	}
+}
+
+// TestEmbeddingsAndRerankRowsRun runs an embeddings row and a rerank row
+// beside a chat row against the built-in server: one server, three
+// endpoints, each row summarised in its own terms.
+func TestEmbeddingsAndRerankRowsRun(t *testing.T) {
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, ttft: 3ms, itl: 1ms}}
+defaults: {requests: 12, concurrency: 2, output_tokens: 4, body: {ignore_eos: true}}
+rows:
+  - {id: chat, input_tokens: 32}
+  - {id: emb, api: embeddings, input_tokens: 40, batch: 5}
+  - {id: rr, api: rerank, input_tokens: 30, query_tokens: 10, batch: 4}
+`)
+	res, err := Run(context.Background(), p, Options{Out: filepath.Join(t.TempDir(), "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id             string
+		inputs, tokens int // per request
+	}{{"emb", 5, 5 * 40}, {"rr", 4, 4 * (30 + 10)}} {
+		rs := res.Summary.Row(tc.id)
+		if rs == nil || rs.Requests.Completed != 12 || rs.Errors.Total != 0 {
+			t.Fatalf("%s: %+v", tc.id, rs)
+		}
+		for _, r := range records(t, res.Dir, tc.id) {
+			if r.Inputs != tc.inputs || r.Stream || r.InputTokens.Server == nil || *r.InputTokens.Server != tc.tokens {
+				t.Errorf("%s: record inputs %d stream %v tokens %+v; want %d inputs of %d tokens in all, the server's count",
+					tc.id, r.Inputs, r.Stream, r.InputTokens, tc.inputs, tc.tokens)
+			}
+		}
+		m := rs.Metrics
+		for name, d := range map[string]metrics.Dist{"ttft": m.TTFT, "itl": m.ITL, "tpot": m.TPOT, "output_tokens": m.OutputTokens} {
+			if d.Count != 0 {
+				t.Errorf("%s: %s has %d samples; a pooling row has none", tc.id, name, d.Count)
+			}
+		}
+		if m.E2E.Count != 12 || rs.Throughput.InputsPerS <= 0 || rs.Throughput.OutputTokensPerS != 0 {
+			t.Errorf("%s: e2e %d samples, %v inputs/s, %v output tok/s", tc.id, m.E2E.Count, rs.Throughput.InputsPerS, rs.Throughput.OutputTokensPerS)
+		}
+		if got, want := rs.Throughput.InputsPerS/rs.Throughput.RequestsPerS, float64(tc.inputs); got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("%s: %v inputs per request, want %v", tc.id, got, want)
+		}
+		if len(rs.Tokens.Notes) > 0 {
+			t.Errorf("%s: token notes %q", tc.id, rs.Tokens.Notes)
+		}
+	}
+	chat := res.Summary.Row("chat")
+	if chat.Metrics.TTFT.Count != 12 || chat.Throughput.InputsPerS != 0 {
+		t.Errorf("chat: %d TTFT samples, %v inputs/s", chat.Metrics.TTFT.Count, chat.Throughput.InputsPerS)
+	}
+}
