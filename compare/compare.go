@@ -477,6 +477,7 @@ func summarise(r *Run, id string) (metrics.RowSummary, blocks, error) {
 		opts.RequestedRate = row.Load.Rate
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+	opts.Ramp = row.Load.Ramp.Metrics()
 	agg := metrics.NewAggregator(opts)
 	sem := r.semantics()
 	var reqs []request

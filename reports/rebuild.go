@@ -248,6 +248,7 @@ func rowOptions(plan *schema.Plan, row *schema.PlannedRow, api string, sum *metr
 		opts.RequestedRate = row.Load.Rate
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+	opts.Ramp = row.Load.Ramp.Metrics()
 	return opts
 }
 
