@@ -65,7 +65,8 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 	}
 	s.metrics.running.Add(1)
 	defer s.metrics.running.Add(-1)
-	g.clock = s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens})
+	g.clock = s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens,
+		generated: newTextSource(s.pool, s.cfg.Seed, req.seed, req.counter).ids(req.maxTokens)})
 	defer g.clock.release()
 	g.text = newTextSource(s.pool, s.cfg.Seed, req.seed, req.counter)
 	if req.stream {

@@ -147,7 +147,7 @@ func (t *engineTiming) adapt(remaining time.Duration) {
 
 func (t *engineTiming) admit(a admission) tokenClock {
 	ec := &engineClock{t: t, notify: make(chan struct{}, 1)}
-	ec.req = &engine.Request{Prompt: a.prompt, Output: a.output, Deliver: ec.deliver}
+	ec.req = &engine.Request{Prompt: a.prompt, Output: a.output, Generated: a.generated, Deliver: ec.deliver}
 	if !t.submit(ec.req) {
 		ec.closed = true
 		return ec

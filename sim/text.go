@@ -121,6 +121,16 @@ func (t *textSource) next() string {
 	return t.pool.texts[t.rng.IntN(len(t.pool.texts))]
 }
 
+// ids returns the ids of the next n tokens. A second source with the same
+// seeds gives the engine the ids of the text the first one will write.
+func (t *textSource) ids(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = t.pool.ids[t.rng.IntN(len(t.pool.texts))]
+	}
+	return out
+}
+
 // unseededStream separates the random streams of requests without a seed
 // (numbered by a counter) from those of requests with one, so that request 3
 // and a request with "seed": 3 do not get the same text.

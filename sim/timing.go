@@ -34,6 +34,11 @@ type admission struct {
 	// output is the number of tokens the request will generate, decided
 	// at parse time (max_tokens, or earlier with a seeded EOS).
 	output int
+	// generated, when set, holds the ids of the tokens the request will
+	// generate (its text is drawn before it is admitted), so that the
+	// engine caches its reply's blocks as vLLM does: a chat's next turn,
+	// whose prompt is this prompt and this reply, then hits both.
+	generated []int
 }
 
 // modelStats is a snapshot of the scheduler, for /metrics. The fixed model

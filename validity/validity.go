@@ -285,6 +285,13 @@ func checkLoad(row *schema.PlannedRow, rs *metrics.RowSummary, cfg schema.Validi
 	switch row.Load.Mode {
 	case schema.ModeConcurrency:
 		c := float64(row.Load.Concurrency)
+		if cv := row.Conversation; cv != nil && cv.ThinkTime > 0 {
+			// Users idle between turns by design: fewer than c requests
+			// in flight is the load asked for, not a shortfall.
+			note("users think %s between turns, so fewer than the %d users have a request in flight: %s on average (at most %d); the load check does not apply",
+				cv.ThinkTime, row.Load.Concurrency, num(rs.InFlight.Mean), rs.InFlight.Max)
+			return
+		}
 		if rs.WindowS > 0 && rs.InFlight.Mean < (1-tol)*c {
 			fix := "send more requests, so that every user is busy for most of the window"
 			if rs.Requests.Sent < row.Load.Concurrency*2 {

@@ -52,6 +52,12 @@ type Request struct {
 	Prompt []int
 	// Output is the number of tokens to generate, at least 1.
 	Output int
+	// Generated, when set, holds the ids of the tokens the request will
+	// generate (at least Output of them). The blocks they fill join the
+	// prefix cache as their KV is computed, as vLLM caches a reply: the
+	// next turn of a chat, whose prompt is this prompt and this reply,
+	// finds both. Without it only prompt blocks are cached.
+	Generated []int
 	// Deliver, if set, is called during RunUntil or Step for every output
 	// token as the front end releases it, in order, with the token's
 	// index and the virtual time it is released.
@@ -260,7 +266,13 @@ func (c *Cluster) Submit(r *Request) {
 	r.id = c.nextID
 	r.arrival = c.now
 	r.promptLen = len(r.Prompt)
-	r.hashes = blockHashes(r.Prompt, c.cfg.BlockSize)
+	ids := r.Prompt
+	if len(r.Generated) > 0 {
+		// The last token's KV is never computed, so its block is never
+		// published; hashing it costs nothing.
+		ids = append(ids[:len(ids):len(ids)], r.Generated[:min(len(r.Generated), r.Output)]...)
+	}
+	r.hashes = blockHashes(ids, c.cfg.BlockSize)
 	r.state = stateWaiting
 	r.replica = -1
 	c.open++
@@ -657,10 +669,12 @@ func (c *Cluster) endStep(rep *replica) {
 		if r.state != stateRunning || r.computed != s.before {
 			continue // preempted after being scheduled; cannot happen mid-step, kept defensive
 		}
-		wasPrompt := min(r.computed, r.promptLen)
+		was := r.computed
 		r.computed += s.n
-		// Publish newly completed prompt blocks to the prefix cache.
-		for i := wasPrompt / bs; i < min(r.computed, r.promptLen)/bs && i < len(r.hashes); i++ {
+		// Publish newly completed blocks to the prefix cache: the
+		// prompt's, and the reply's when its ids are known (hashes
+		// covers what may be cached).
+		for i := was / bs; i < r.computed/bs && i < len(r.hashes); i++ {
 			rep.pool.publish(r.blocks[i], r.hashes[i])
 		}
 		if needed(r) > 0 {

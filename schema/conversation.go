@@ -1,0 +1,98 @@
+package schema
+
+// Conversation makes each simulated user of a row hold a multi-turn chat,
+// as users of a chat product do: turn k's request carries the whole
+// conversation so far (the first prompt, every earlier user message and
+// the server's actual replies) before its new user message. Single-turn
+// rows never send a prompt that begins with another's reply, so they
+// cannot show what a server's prefix cache does for a chat service, nor
+// how TTFT grows with the history; a conversation row shows both, turn by
+// turn (RowSummary.ByTurn).
+type Conversation struct {
+	Turns      int       `yaml:"turns" json:"turns,omitempty" doc:"Requests per conversation, the first included. Required with input_tokens; with a dataset, the most turns of each file conversation to replay (default: all of them)." minimum:"1" maximum:"1000"`
+	ThinkTime  *Duration `yaml:"think_time" json:"think_time,omitempty" doc:"How long a user waits after a reply before sending the next turn, as a person reads and types. The user's next turn starts this long after the previous reply ends." default:"0s"`
+	UserTokens *Length   `yaml:"user_tokens" json:"user_tokens,omitempty" doc:"Length of each later turn's new user message, in tokens: a number, or {mean, stddev, min, max} or {values}. Required with input_tokens (which is the first turn's prompt); not allowed with a dataset, whose user turns are the file's."`
+}
+
+// ConversationPlan is a row's conversation setting resolved.
+type ConversationPlan struct {
+	// Turns is the most requests per conversation; 0 with a dataset
+	// means every user turn of each file conversation.
+	Turns     int      `json:"turns,omitempty"`
+	ThinkTime Duration `json:"think_time,omitempty"`
+	// User is the length of the new user message of turns after the
+	// first, for synthetic prompts; unset with a dataset.
+	User Length `json:"user_tokens,omitempty"`
+}
+
+// MaxConversationTurns bounds conversation.turns: a conversation's last
+// prompt holds every earlier turn, so the work of building and counting
+// prompts grows with the square of the turns.
+const MaxConversationTurns = 1000
+
+// conversation validates a row's conversation setting against the rest of
+// the row (p, resolved up to here) and returns it resolved; nil without
+// one. A conversation is a chat: each turn's prompt is a list of messages
+// whose earlier entries are the server's own replies, which only the chat
+// API takes, and each user's turns follow its replies, which a trace's
+// timestamps or an open-loop arrival process would contradict.
+func (r *resolver) conversation(m *merged, rowPath string, p *PlannedRow) *ConversationPlan {
+	c := m.Conversation
+	if c == nil {
+		return nil
+	}
+	path := m.at("conversation")
+	cp := &ConversationPlan{Turns: c.Turns}
+	if c.ThinkTime != nil {
+		cp.ThinkTime = *c.ThinkTime
+		if cp.ThinkTime < 0 {
+			r.problem(path+".think_time", "write 0s for no pause", "think_time must not be negative")
+		}
+	}
+	if api := r.exp.Server.API; api == "completions" {
+		r.problem(path, "set server.api: chat (the default), or drop conversation",
+			"conversation needs the chat API: each turn sends the history as messages, and server.api is completions")
+	}
+	switch p.Load.Mode {
+	case ModeRate:
+		r.problem(path, "use concurrency: each user holds one conversation at a time, its turns following the replies",
+			"conversation rows run closed loop; rate is not supported with conversation")
+	case ModeTrace:
+		r.problem(path, "a trace's timestamps already say when each request is sent; drop conversation",
+			"conversation cannot replay a trace")
+	}
+	switch {
+	case p.Dataset != nil:
+		if c.UserTokens != nil {
+			r.problem(path+".user_tokens", "a dataset's later turns are its own user messages; drop user_tokens",
+				"user_tokens applies to synthetic prompts (input_tokens), not to a dataset")
+		}
+		if p.Dataset.Format == "mooncake" {
+			r.problem(path, "use a jsonl file with messages, or ShareGPT", "a mooncake dataset holds no conversations")
+		}
+	default:
+		if c.Turns == 0 && !r.d.isBroken(path+".turns") {
+			r.problem(path, "e.g. conversation: {turns: 4, user_tokens: 64, think_time: 2s}", "conversation needs turns")
+		}
+		if c.UserTokens == nil {
+			if c.Turns > 1 && !r.d.isBroken(path+".user_tokens") {
+				r.problem(path, "e.g. user_tokens: 64: the length of each later turn's new user message",
+					"conversation needs user_tokens")
+			}
+		} else {
+			cp.User = r.length(path+".user_tokens", *c.UserTokens, false)
+		}
+	}
+	return cp
+}
+
+// growth is the most tokens a conversation adds to its first prompt by its
+// last turn, in typical lengths: every earlier reply and every later user
+// message. The built-in server's context must hold the first prompt and
+// this.
+func (c *ConversationPlan) growth(out Length) int {
+	if c == nil || c.Turns < 2 {
+		return 0
+	}
+	return (c.Turns - 1) * (c.User.typical() + out.typical())
+}
