@@ -122,9 +122,11 @@ type htmlView struct {
 	SLO         string
 	HasSLO      bool
 	Results     []htmlResult
+	Pooled      bool // some row calls embeddings or rerank: an Inputs/s column
 	Predictions []htmlPrediction
 	Telemetry   *htmlTelemetry
 	Cost        *htmlCost
+	Variants    *htmlVariants
 	Diagnosis   *htmlDiagnosis
 	Rules       []htmlRule
 	RuleResults []htmlRuleResult
@@ -183,6 +185,7 @@ type htmlResult struct {
 	NotRun, Invalid          bool
 	TTFT, TPOT, ITL, E2E     string
 	ReqS, OutS, PerUser, Goo string
+	Inputs                   string // inputs/s of an embeddings or rerank row (Pooled)
 	Errors                   string
 	ErrorsBad                bool
 }
@@ -244,7 +247,8 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
-		Answer:      htmlAnswerOf(record.AnswerOf(p, sum, d)),
+		Answer:      htmlAnswerOf(withVariants(record.AnswerOf(p, sum, d), record.VariantsOf(p, in.Manifest, sum, d))),
+		Variants:    htmlVariantsOf(record.VariantsOf(p, in.Manifest, sum, d)),
 		Facts:       record.RunFacts(man),
 		SHA256:      man.Experiment.SHA256,
 		Reproduce:   reproduceCommand(man),
@@ -325,12 +329,14 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 			v.RowSemNotes = append(v.RowSemNotes, [2]string{rs.ID, strings.Join(rs.SemanticsNotes, "; ")})
 		}
 	}
+	v.Pooled = anyPooled(p)
 	for i := range sum.Rows {
 		res := htmlResultOf(&sum.Rows[i], v.HasSLO)
 		if rv := d.Row(sum.Rows[i].ID); rv != nil && !rv.Validity.Valid && !res.NotRun {
 			res.Invalid = true
 		}
 		res.ITL = itlCell(&sum.Rows[i], p.Validity)
+		res.OutS, res.PerUser, res.Inputs = throughputCells(p, &sum.Rows[i])
 		v.Results = append(v.Results, res)
 	}
 	if in.Analysis != nil {
@@ -626,6 +632,9 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 {{- if .Telemetry}}
 <a href="#server-and-gpu">Server and GPU</a>
 {{- end}}
+{{- if .Variants}}
+<a href="#variants">Variants</a>
+{{- end}}
 {{- if .Cost}}
 <a href="#cost">Cost</a>
 {{- end}}
@@ -662,6 +671,7 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </table></div>
 </section>
 {{end}}
+` + htmlVariantsTemplate + `
 {{if .Searches}}
 <section id="searches">
 <h2>Searches</h2>
@@ -751,13 +761,13 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <h2>Results</h2>
 <p>Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md, {{template "segs" .Semantics}}.</p>
 <div class="scroll"><table>
-<thead><tr><th>Row</th><th>OK / sent</th><th class="num">TTFT</th><th class="num">TPOT</th><th class="num">ITL</th><th class="num">E2E</th><th class="num">Req/s</th><th class="num">Output tok/s</th><th class="num">Tok/s per user</th><th class="num">Goodput</th><th>Errors</th></tr></thead>
+<thead><tr><th>Row</th><th>OK / sent</th><th class="num">TTFT</th><th class="num">TPOT</th><th class="num">ITL</th><th class="num">E2E</th><th class="num">Req/s</th>{{if .Pooled}}<th class="num">Inputs/s</th>{{end}}<th class="num">Output tok/s</th><th class="num">Tok/s per user</th><th class="num">Goodput</th><th>Errors</th></tr></thead>
 <tbody>
 {{- range .Results}}
 {{- if .NotRun}}
-<tr><td class="id"><code>{{.ID}}</code></td><td colspan="10"><span class="badge incomplete">not run</span></td></tr>
+<tr><td class="id"><code>{{.ID}}</code></td><td colspan="{{if $.Pooled}}11{{else}}10{{end}}"><span class="badge incomplete">not run</span></td></tr>
 {{- else}}
-<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Status}}{{if .Invalid}} <span class="badge incomplete">invalid</span>{{end}}</td><td class="num">{{.TTFT}}</td><td class="num">{{.TPOT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.E2E}}</td><td class="num">{{.ReqS}}</td><td class="num">{{.OutS}}</td><td class="num">{{.PerUser}}</td><td class="num">{{.Goo}}</td><td>{{if .ErrorsBad}}<span class="bad">{{.Errors}}</span>{{else}}{{.Errors}}{{end}}</td></tr>
+<tr><td class="id"><code>{{.ID}}</code></td><td>{{.Status}}{{if .Invalid}} <span class="badge incomplete">invalid</span>{{end}}</td><td class="num">{{.TTFT}}</td><td class="num">{{.TPOT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.E2E}}</td><td class="num">{{.ReqS}}</td>{{if $.Pooled}}<td class="num">{{.Inputs}}</td>{{end}}<td class="num">{{.OutS}}</td><td class="num">{{.PerUser}}</td><td class="num">{{.Goo}}</td><td>{{if .ErrorsBad}}<span class="bad">{{.Errors}}</span>{{else}}{{.Errors}}{{end}}</td></tr>
 {{- end}}
 {{- end}}
 </tbody>

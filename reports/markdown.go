@@ -69,7 +69,8 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	// The answer comes first: a reviewer who reads one paragraph has
 	// read the decision; everything below is its evidence.
 	m.verdict(d, sum)
-	m.answer(record.AnswerOf(p, sum, d))
+	vars := record.VariantsOf(p, man, sum, d)
+	m.answer(withVariants(record.AnswerOf(p, sum, d), vars))
 	// The description is the experiment's own prose, shown as text:
 	// its paragraphs stay, its markup does not (docs/experiment-format.md).
 	if d := textsafe.Markdown(exp.Description); d != "" {
@@ -89,6 +90,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	}
 
 	m.searches(in) // reports/search.go
+	m.variants(vars)
 	m.operatingPoints(in.Analysis)
 	m.validity(d)
 
@@ -133,11 +135,18 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 
 	m.printf("## Results\n\n")
 	m.printf("Latencies in ms, as p50 / p95 / p99 over successful measured requests; throughput over each row's measured window. Definitions: docs/metrics.md, %s.\n\n", semanticsText(sum.Semantics))
-	m.printf("| Row | OK / sent | TTFT | TPOT | ITL | E2E | Req/s | Output tok/s | Tok/s per user | Goodput | Errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	// Embeddings and rerank rows count inputs, in a column of their own
+	// (reports/endpoints.go).
+	pooled := anyPooled(p)
+	inputsHead, inputsRule, inputsGap := "", "", ""
+	if pooled {
+		inputsHead, inputsRule, inputsGap = " Inputs/s |", "---|", " |"
+	}
+	m.printf("| Row | OK / sent | TTFT | TPOT | ITL | E2E | Req/s |%s Output tok/s | Tok/s per user | Goodput | Errors |\n|---|---|---|---|---|---|---|%s---|---|---|---|\n", inputsHead, inputsRule)
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
 		if rs.Status == metrics.RowNotRun {
-			m.printf("| %s | not run | | | | | | | | | |\n", code(rs.ID))
+			m.printf("| %s | not run | | | | | |%s | | | |\n", code(rs.ID), inputsGap)
 			continue
 		}
 		mt := rs.Metrics
@@ -155,10 +164,14 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		if !sum.SLO.IsZero() {
 			goodput = fmt.Sprintf("%.1f%% (%s req/s)", 100*rs.Goodput.Ratio, numfmt.Num(rs.Goodput.RequestsPerS))
 		}
+		out, perUser, inputs := throughputCells(p, rs)
+		reqs := numfmt.Num(rs.Throughput.RequestsPerS)
+		if pooled {
+			reqs += " | " + inputs
+		}
 		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", code(rs.ID), cell(status),
 			triple(mt.TTFT), triple(mt.TPOT), itlCell(rs, p.Validity), triple(mt.E2E),
-			numfmt.Num(rs.Throughput.RequestsPerS), numfmt.Num(rs.Throughput.OutputTokensPerS), numfmt.Num(rs.Throughput.OutputTokensPerSU),
-			goodput, cell(errorsCell(rs)))
+			reqs, out, perUser, goodput, cell(errorsCell(rs)))
 	}
 	m.printf("\n")
 	if !sum.SLO.IsZero() {

@@ -22,6 +22,7 @@ type credentials struct {
 	apiKey  string
 	headers map[string]string // header_env's headers with their values
 	secrets redact.Secrets
+	values  []string // what secrets scrubs, to add the launch blocks' to
 }
 
 // readCredentials reads the variables the plan names. A variable that is
@@ -57,7 +58,7 @@ func readCredentials(s schema.ServerPlan) (credentials, error) {
 	if err := errors.Join(missing...); err != nil {
 		return credentials{}, err
 	}
-	c.secrets = redact.NewSecrets(values...)
+	c.secrets, c.values = redact.NewSecrets(values...), values
 	return c, nil
 }
 

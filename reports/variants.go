@@ -1,0 +1,157 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/record"
+	"github.com/infermatrix/infermatrix/schema"
+)
+
+// variants writes the Variants section: each question under every server
+// variant, side by side (record.VariantsOf).
+func (m *mdWriter) variants(v *record.Variants) {
+	if v == nil {
+		return
+	}
+	m.printf("## Variants\n\n%s\n\n", record.VariantsIntro)
+	m.printf("| Variant | Server | Engine | |\n|---|---|---|---|\n")
+	for _, s := range v.Servers {
+		name := code(s.Name)
+		if s.Description != "" {
+			name += " " + cell(s.Description)
+		}
+		note := ""
+		if s.Error != "" {
+			note = "⚠ rows not run: " + cell(s.Error)
+		}
+		m.printf("| %s | %s | %s | %s |\n", name, cell(s.Server), cell(s.Engine), note)
+	}
+	m.printf("\n")
+	for _, q := range v.Questions {
+		title := code(q.Base)
+		if q.Question != "" {
+			title = "*" + cell(q.Question) + "* (" + code(q.Base) + ")"
+		}
+		m.printf("%s\n\n", title)
+		m.printf("| Variant | Row | Verdict | Output tok/s | TTFT p95 | TPOT p95 | Goodput | $ per M output | |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, c := range q.Cells {
+			name := code(c.Variant)
+			if c.Variant == q.Best {
+				name = "**" + name + "** (best)"
+			}
+			row := "—"
+			if c.Row != "" {
+				row = code(c.Row)
+			}
+			m.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, row, verdictCell(c.Verdict),
+				c.Throughput, c.TTFTp95, c.TPOTp95, c.Goodput, c.USDPerMOutput, cell(variantNote(c)))
+		}
+		m.printf("\n")
+	}
+}
+
+// variantNote is why a variant is not accepted, and the points it rejects.
+func variantNote(c record.VariantCell) string {
+	var parts []string
+	if !c.Accepted && c.Why != "" {
+		parts = append(parts, "rejected: "+c.Why)
+	}
+	if len(c.Rejected) > 0 {
+		parts = append(parts, "past capacity: "+strings.Join(c.Rejected, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// withVariants answers each question once for all variants: its best
+// variant, then each variant's own answer (the lines AnswerOf gives per
+// row@variant), so that the reader compares them in one place.
+func withVariants(a *record.Answer, v *record.Variants) *record.Answer {
+	if v == nil {
+		return a
+	}
+	perVariant := map[string]string{} // base@variant → its answer
+	var kept []record.AnswerLine
+	for _, l := range a.Lines {
+		if schema.WithoutVariant(l.Base) != l.Base {
+			perVariant[l.Base] = l.Text
+			continue
+		}
+		kept = append(kept, l)
+	}
+	a.Lines = kept
+	for i, s := range v.Sentences() {
+		q := v.Questions[i]
+		text := s
+		for _, c := range q.Cells {
+			if t, ok := perVariant[q.Base+schema.VariantSuffix(c.Variant)]; ok {
+				text += fmt.Sprintf(" `%s`: %s", c.Variant, t)
+				if !strings.HasSuffix(t, ".") {
+					text += "."
+				}
+			}
+		}
+		a.Lines = append(a.Lines, record.AnswerLine{Question: q.Question, Base: q.Base, Text: text})
+	}
+	return a
+}
+
+// htmlVariants is the Variants section as report.html shows it.
+type htmlVariants struct {
+	Intro     string
+	Servers   []record.VariantServer
+	Questions []htmlVariantQuestion
+}
+
+type htmlVariantQuestion struct {
+	Base, Question, Best string
+	Cells                []htmlVariantCell
+}
+
+type htmlVariantCell struct {
+	record.VariantCell
+	Note string
+}
+
+func htmlVariantsOf(v *record.Variants) *htmlVariants {
+	if v == nil {
+		return nil
+	}
+	h := &htmlVariants{Intro: record.VariantsIntro, Servers: v.Servers}
+	for _, q := range v.Questions {
+		hq := htmlVariantQuestion{Base: q.Base, Question: q.Question, Best: q.Best}
+		for _, c := range q.Cells {
+			hq.Cells = append(hq.Cells, htmlVariantCell{VariantCell: c, Note: variantNote(c)})
+		}
+		h.Questions = append(h.Questions, hq)
+	}
+	return h
+}
+
+// htmlVariantsTemplate is the section's markup, included in htmlTemplate.
+const htmlVariantsTemplate = `{{- with .Variants}}
+<section id="variants">
+<h2>Variants</h2>
+<p>{{.Intro}}</p>
+<div class="scroll"><table>
+<thead><tr><th>Variant</th><th>Server</th><th>Engine</th><th></th></tr></thead>
+<tbody>
+{{- range .Servers}}
+<tr><td class="id"><code>{{.Name}}</code>{{if .Description}} {{.Description}}{{end}}</td><td>{{.Server}}</td><td>{{.Engine}}</td><td>{{if .Error}}⚠ rows not run: {{.Error}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- range .Questions}}
+<h3>{{if .Question}}{{.Question}} (<code>{{.Base}}</code>){{else}}<code>{{.Base}}</code>{{end}}</h3>
+<div class="scroll"><table>
+<thead><tr><th>Variant</th><th>Row</th><th>Verdict</th><th class="num">Output tok/s</th><th class="num">TTFT p95</th><th class="num">TPOT p95</th><th class="num">Goodput</th><th class="num">$ per M output</th><th></th></tr></thead>
+<tbody>
+{{- $best := .Best}}
+{{- range .Cells}}
+<tr><td class="id"><code>{{.Variant}}</code>{{if eq .Variant $best}} <strong>(best)</strong>{{end}}</td><td>{{if .Row}}<code>{{.Row}}</code>{{else}}—{{end}}</td><td>{{.Verdict}}</td><td class="num">{{.Throughput}}</td><td class="num">{{.TTFTp95}}</td><td class="num">{{.TPOTp95}}</td><td class="num">{{.Goodput}}</td><td class="num">{{.USDPerMOutput}}</td><td>{{.Note}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
+</section>
+{{end}}`
