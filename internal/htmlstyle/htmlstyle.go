@@ -72,6 +72,8 @@ table.facts th { width: 12rem; white-space: normal; }
 .bad { color: var(--fail-fg); font-weight: 600; }
 .verdict { border-radius: 8px; padding: .9rem 1.1rem; margin: 1.25rem 0; border: 1px solid var(--line); }
 .verdict strong { font-size: 1.2rem; margin-right: .4rem; }
+ul.answer { font-size: 1.05rem; margin: 0 0 1.25rem; padding-left: 1.3rem; }
+ul.answer li { margin: .35rem 0; }
 .callout { border-left: 4px solid var(--warn-fg); background: var(--warn-bg); color: var(--fg); padding: .6rem 1rem; border-radius: 0 6px 6px 0; margin: 1rem 0; }
 figure { margin: 1.5rem 0; page-break-inside: avoid; break-inside: avoid; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }

@@ -1,0 +1,253 @@
+package record
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
+)
+
+// Answer is what decision.md and report.html open with, before any
+// table: the verdict and, for each question the experiment asks, its
+// answer in one sentence with the headline figures and the price. A
+// reviewer who reads nothing else has read the decision; everything
+// below it is the evidence.
+type Answer struct {
+	// Headline and Class are the verdict as VerdictHeadline gives them.
+	Headline, Class string
+	// Lines are the answers, one per question (a written row and its
+	// sweep points or probes), in plan order. Row ids are code spans.
+	Lines []AnswerLine
+	// Extra are sentences after the questions' (the best server variant).
+	Extra []string
+}
+
+// AnswerLine is one question's answer.
+type AnswerLine struct {
+	// Question is the row's question as the experiment words it; empty
+	// when the row asks none (its id stands in).
+	Question string
+	Base     string
+	Text     string
+}
+
+// AnswerOf is the record's answer. Rows are grouped by the row id as
+// written (Base): a sweep or a search answers with its operating point,
+// a single row with its verdict and figures. Only rows that ask a
+// question are answered when any does; otherwise every written row with
+// rules is, so an experiment without questions still opens with what it
+// found.
+func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Answer {
+	a := &Answer{}
+	a.Headline, a.Class = VerdictHeadline(d)
+	if p == nil || sum == nil || d == nil {
+		return a
+	}
+	type group struct {
+		base, question string
+		ids            []string
+	}
+	var groups []*group
+	byBase := map[string]*group{}
+	asks := false
+	for _, r := range p.Rows {
+		g := byBase[r.Base]
+		if g == nil {
+			g = &group{base: r.Base, question: r.Question}
+			byBase[r.Base] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, r.ID)
+		asks = asks || r.Question != ""
+	}
+	planned := map[string]*schema.PlannedRow{}
+	for i := range p.Rows {
+		planned[p.Rows[i].ID] = &p.Rows[i]
+	}
+	rows := map[string]*metrics.RowSummary{}
+	for i := range sum.Rows {
+		rows[sum.Rows[i].ID] = &sum.Rows[i]
+	}
+	ops := map[string]*verdict.OperatingPoint{}
+	for i := range d.OperatingPoints {
+		ops[d.OperatingPoints[i].Base] = &d.OperatingPoints[i]
+	}
+	for _, g := range groups {
+		if asks && g.question == "" {
+			continue
+		}
+		if !asks && !hasRules(d, g.ids) {
+			continue
+		}
+		var text string
+		if op := ops[g.base]; op != nil {
+			text = operatingAnswer(op, planned[op.Row], rows[op.Row])
+		} else {
+			text = rowsAnswer(d, rows, g.ids)
+		}
+		a.Lines = append(a.Lines, AnswerLine{Question: g.question, Base: g.base, Text: text})
+	}
+	return a
+}
+
+// Sentence is the answer's first sentence: the verdict and how many
+// rows it rests on.
+func (a *Answer) Sentence(d *verdict.Decision) string {
+	return fmt.Sprintf("**%s.** %s", a.Headline, VerdictDetail(d))
+}
+
+func hasRules(d *verdict.Decision, ids []string) bool {
+	for _, id := range ids {
+		if rv := d.Row(id); rv != nil && len(rv.Rules) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// operatingAnswer is a sweep's answer: the operating point's load and
+// figures, or why there is none.
+func operatingAnswer(op *verdict.OperatingPoint, pr *schema.PlannedRow, rs *metrics.RowSummary) string {
+	if op.Row == "" || rs == nil {
+		return op.Why
+	}
+	s := fmt.Sprintf("operating point `%s`", op.Row)
+	if l := LoadPhrase(pr); l != "" {
+		s = fmt.Sprintf("holds %s (`%s`)", l, op.Row)
+	}
+	s += ": " + Headline(rs)
+	if len(op.Rejected) > 0 {
+		s += fmt.Sprintf("; past capacity: %s", CodeList(op.Rejected))
+	}
+	return s + "."
+}
+
+// LoadPhrase is a row's offered load in words: "16 users", "12
+// requests/s"; empty for a trace replay.
+func LoadPhrase(pr *schema.PlannedRow) string {
+	if pr == nil {
+		return ""
+	}
+	switch pr.Load.Mode {
+	case schema.ModeConcurrency:
+		return fmt.Sprintf("%d user%s", pr.Load.Concurrency, numfmt.Plural(pr.Load.Concurrency))
+	case schema.ModeRate:
+		return numfmt.Num(pr.Load.Rate) + " requests/s"
+	}
+	return ""
+}
+
+// rowsAnswer is the answer of a written row without an operating point:
+// each of its rows' verdict with its figures, or the rule it failed (a
+// sweep without an operating_point rule lists its points).
+func rowsAnswer(d *verdict.Decision, rows map[string]*metrics.RowSummary, ids []string) string {
+	var parts []string
+	for _, id := range ids {
+		rv, rs := d.Row(id), rows[id]
+		if rv == nil || rs == nil || rv.Verdict == verdict.NotRun {
+			parts = append(parts, fmt.Sprintf("`%s` did not run", id))
+			continue
+		}
+		var t string
+		switch rv.Verdict {
+		case verdict.Skipped:
+			t = fmt.Sprintf("`%s` was left out of this run", id)
+		case verdict.Invalid:
+			t = fmt.Sprintf("`%s` cannot be judged: %s", id, strings.TrimSuffix(ValidityText(rv), "."))
+		case verdict.Pass:
+			t = fmt.Sprintf("`%s` passes: %s", id, Headline(rs))
+		case verdict.Fail, verdict.Rejected:
+			t = fmt.Sprintf("`%s` fails %s", id, FailedRules(rv))
+		default:
+			t = fmt.Sprintf("`%s` (no rules): %s", id, Headline(rs))
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// FailedRules names a row's failed rules with the values that failed
+// them, in a phrase: "`ttft.p95 < 250` (ttft.p95 = 312)".
+func FailedRules(rv *verdict.RowVerdict) string {
+	var parts []string
+	for _, r := range rv.Rules {
+		if r.Pass {
+			continue
+		}
+		if r.Reason != "" || len(r.Failed) == 0 {
+			parts = append(parts, fmt.Sprintf("%s (%s)", r.Rule, strings.TrimSuffix(orDash(r.Reason), ".")))
+			continue
+		}
+		for _, c := range r.Failed {
+			t := "`" + strings.ReplaceAll(c.Text, "`", "'") + "`"
+			switch {
+			case c.Reason != "":
+				t += " (" + c.Reason + ")"
+			case len(c.Values) > 0:
+				t += " with " + FormatValues(c.Values)
+			}
+			parts = append(parts, t)
+		}
+	}
+	if len(parts) == 0 {
+		return "its rules"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Headline is a row's headline figures in a phrase: TTFT and TPOT p95
+// (E2E p95 for a row without streamed tokens), output throughput, and
+// its price per million output tokens when the experiment sets one.
+// Figures a row lacks are left out, never written as zero.
+func Headline(rs *metrics.RowSummary) string {
+	var parts []string
+	m := rs.Metrics
+	if m.TTFT.Count > 0 {
+		parts = append(parts, "TTFT p95 "+ms(m.TTFT.P95))
+	}
+	if m.TPOT.Count > 0 {
+		parts = append(parts, "TPOT p95 "+ms(m.TPOT.P95))
+	}
+	if m.TTFT.Count == 0 && m.E2E.Count > 0 {
+		parts = append(parts, "E2E p95 "+ms(m.E2E.P95))
+	}
+	if t := rs.Throughput.OutputTokensPerS; t > 0 {
+		parts = append(parts, grouped(t)+" output tok/s")
+	} else if r := rs.Throughput.RequestsPerS; r > 0 {
+		parts = append(parts, numfmt.Sig(r)+" requests/s")
+	}
+	if rs.Cost != nil && rs.Cost.USDPerMillionOutputTokens != nil {
+		parts = append(parts, dollars(rs.Cost.USDPerMillionOutputTokens)+" per million output tokens")
+	}
+	if len(parts) == 0 {
+		return "no figures"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ms writes a latency with the precision a reader compares at.
+func ms(v float64) string {
+	if v >= 1000 {
+		return numfmt.Sig(v/1000) + " s"
+	}
+	return numfmt.Sig(v) + " ms"
+}
+
+// grouped writes a large figure as a count (3,462), a small one with its
+// significant digits.
+func grouped(v float64) string {
+	if v >= 1000 {
+		if g, ok := numfmt.Grouped(math.Round(v)); ok {
+			return g
+		}
+	}
+	if v >= 10 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return numfmt.Sig(v)
+}

@@ -1,0 +1,51 @@
+package record_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/infermatrix/infermatrix/internal/recordfixture"
+	"github.com/infermatrix/infermatrix/record"
+)
+
+// TestAnswerFirst: the record opens with the verdict and one sentence per
+// written row with rules: a passing row with its headline figures, a
+// sweep's failing point with the clause it failed and the value that
+// failed it, so a reviewer reads the decision before any table.
+func TestAnswerFirst(t *testing.T) {
+	run := recordfixture.New(t)
+	a := record.AnswerOf(run.Plan, run.Summary, run.Decision)
+	if a.Headline != "FAIL" {
+		t.Errorf("headline %q; want FAIL (sat/c=8 fails)", a.Headline)
+	}
+	if len(a.Lines) != 2 || a.Lines[0].Base != "chat" || a.Lines[1].Base != "sat" {
+		t.Fatalf("answer lines %+v; want chat then sat", a.Lines)
+	}
+	chat := a.Lines[0].Text
+	for _, want := range []string{"`chat` passes", "TTFT p95 ", "TPOT p95 ", "80 output tok/s"} {
+		if !strings.Contains(chat, want) {
+			t.Errorf("chat's answer %q lacks %q", chat, want)
+		}
+	}
+	sat := a.Lines[1].Text
+	for _, want := range []string{"`sat/c=1` passes", "`sat/c=8` fails", "ttft.p95 < 100", "ttft.p95 = "} {
+		if !strings.Contains(sat, want) {
+			t.Errorf("sat's answer %q lacks %q", sat, want)
+		}
+	}
+}
+
+// TestAnswerOnlyQuestions: when rows ask questions, the answer is theirs
+// alone, worded with the question.
+func TestAnswerOnlyQuestions(t *testing.T) {
+	run := recordfixture.New(t)
+	for i := range run.Plan.Rows {
+		if run.Plan.Rows[i].Base == "sat" {
+			run.Plan.Rows[i].Question = "How many users?"
+		}
+	}
+	a := record.AnswerOf(run.Plan, run.Summary, run.Decision)
+	if len(a.Lines) != 1 || a.Lines[0].Question != "How many users?" {
+		t.Fatalf("answer lines %+v; want sat's question alone", a.Lines)
+	}
+}
