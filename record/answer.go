@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
@@ -42,7 +43,7 @@ type AnswerLine struct {
 // question are answered when any does; otherwise every written row with
 // rules is, so an experiment without questions still opens with what it
 // found.
-func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Answer {
+func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision, an *analysis.Analysis) *Answer {
 	a := &Answer{}
 	a.Headline, a.Class = VerdictHeadline(d)
 	if p == nil || sum == nil || d == nil {
@@ -73,6 +74,12 @@ func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Answer
 	for i := range sum.Rows {
 		rows[sum.Rows[i].ID] = &sum.Rows[i]
 	}
+	searches := map[string]*analysis.SearchAnalysis{}
+	if an != nil {
+		for i := range an.Searches {
+			searches[an.Searches[i].Row] = &an.Searches[i]
+		}
+	}
 	ops := map[string]*verdict.OperatingPoint{}
 	for i := range d.OperatingPoints {
 		ops[d.OperatingPoints[i].Base] = &d.OperatingPoints[i]
@@ -85,7 +92,9 @@ func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision) *Answer
 			continue
 		}
 		var text string
-		if op := ops[g.base]; op != nil {
+		if sa := searches[g.base]; sa != nil {
+			text = searchAnswer(sa, p.Server.Hardware, rows[sa.PassingRow])
+		} else if op := ops[g.base]; op != nil {
 			text = operatingAnswer(op, planned[op.Row], rows[op.Row])
 		} else {
 			text = rowsAnswer(d, rows, g.ids)
@@ -108,6 +117,16 @@ func hasRules(d *verdict.Decision, ids []string) bool {
 		}
 	}
 	return false
+}
+
+// searchAnswer is a search's sentence (SearchSentence) with the passing
+// probe's headline figures and price.
+func searchAnswer(sa *analysis.SearchAnalysis, hw schema.Hardware, passing *metrics.RowSummary) string {
+	s := strings.TrimPrefix(SearchSentence(*sa, hw), "Search `"+sa.Row+"`: ")
+	if passing != nil {
+		s = strings.TrimSuffix(s, ".") + fmt.Sprintf(". At `%s`: %s.", passing.ID, Headline(passing))
+	}
+	return s
 }
 
 // operatingAnswer is a sweep's answer: the operating point's load and

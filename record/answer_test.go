@@ -14,7 +14,7 @@ import (
 // failed it, so a reviewer reads the decision before any table.
 func TestAnswerFirst(t *testing.T) {
 	run := recordfixture.New(t)
-	a := record.AnswerOf(run.Plan, run.Summary, run.Decision)
+	a := record.AnswerOf(run.Plan, run.Summary, run.Decision, run.Analysis)
 	if a.Headline != "FAIL" {
 		t.Errorf("headline %q; want FAIL (sat/c=8 fails)", a.Headline)
 	}
@@ -44,7 +44,7 @@ func TestAnswerOnlyQuestions(t *testing.T) {
 			run.Plan.Rows[i].Question = "How many users?"
 		}
 	}
-	a := record.AnswerOf(run.Plan, run.Summary, run.Decision)
+	a := record.AnswerOf(run.Plan, run.Summary, run.Decision, run.Analysis)
 	if len(a.Lines) != 1 || a.Lines[0].Question != "How many users?" {
 		t.Fatalf("answer lines %+v; want sat's question alone", a.Lines)
 	}

@@ -247,7 +247,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
-		Answer:      htmlAnswerOf(withVariants(record.AnswerOf(p, sum, d), record.VariantsOf(p, in.Manifest, sum, d))),
+		Answer:      htmlAnswerOf(withVariants(record.AnswerOf(p, sum, d, in.Analysis), record.VariantsOf(p, in.Manifest, sum, d))),
 		Variants:    htmlVariantsOf(record.VariantsOf(p, in.Manifest, sum, d)),
 		Facts:       record.RunFacts(man),
 		SHA256:      man.Experiment.SHA256,
