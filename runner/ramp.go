@@ -67,6 +67,22 @@ func (c *rampClock) waitStep(ctx context.Context, stop <-chan struct{}, k int) b
 	return false
 }
 
+// rampOver reports whether a ramped row's last step has ended at now: the
+// duration timer stops the row then too, but a send due at that very
+// instant could win the race and land past the last step.
+func (rr *rowRun) rampOver(now time.Time) bool {
+	c := rr.ramp
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.opened:
+		return !now.Before(c.origin.Add(c.plan.Total().D()))
+	default:
+		return false
+	}
+}
+
 // rampStep is the step a ticket taken at now belongs to: 0 for warmup or a
 // row without ramp. The first measured ticket opens the clock. rr.mu is
 // held (take).

@@ -101,6 +101,10 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 			rr.stop(stopRequests)
 			return ticket{}, false
 		}
+		if rr.rampOver(now) {
+			rr.stop(stopDuration)
+			return ticket{}, false
+		}
 		if rr.measured == 0 {
 			rr.setPhase(metrics.PhaseLoad)
 		}

@@ -138,6 +138,10 @@ func (r *resolver) rampLoad(row *Row, rowPath string, m *merged, p *PlannedRow) 
 		r.problem(path, "a trace fixes its own schedule", "a trace row cannot be ramped")
 		ok = false
 	}
+	if row.Search != nil {
+		r.problem(path, "a search finds the load by rows of its own; ramp in a separate row", "a search row cannot also ramp")
+		ok = false
+	}
 	for k, set := range map[string]bool{"requests": m.Requests != nil, "duration": m.Duration != nil} {
 		if set {
 			r.problem(m.at(k), "a ramp stops after its last step (steps × step_duration); remove it", "%s cannot be set with a ramp", k)
@@ -200,7 +204,7 @@ func rampLevels(from, to, step float64) (levels []float64, steps int, whole bool
 func describeRamp(l LoadPlan) string {
 	s := l.Ramp.String()
 	if l.Mode == ModeRate {
-		s = strings.Replace(s, "rate ", l.Arrival+" rate ", 1) + " req/s"
+		s = strings.Replace(strings.Replace(s, "rate ", l.Arrival+" rate ", 1), " in ", " req/s in ", 1)
 		if l.MaxConcurrency > 0 {
 			s += fmt.Sprintf(", max %d in flight", l.MaxConcurrency)
 		}

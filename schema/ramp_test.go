@@ -59,6 +59,7 @@ rows:
   - {id: persec, rate: {per_second: 2}, ramp: {rate: {from: 1, to: 3, step: 1}, step_duration: 1s}}
   - {id: many, ramp: {rate: {from: 1, to: 1000, step: 1}, step_duration: 1s}}
   - {id: gate, concurrency: 2, requests: 5, prefill_concurrency: 0}
+  - {id: found, search: {concurrency: {min: 1, max: 8}}, ramp: {concurrency: {from: 1, to: 3, step: 1}, step_duration: 1s}}
 `), Options{})
 	var probs Problems
 	if !errors.As(err, &probs) {
@@ -80,6 +81,7 @@ rows:
 		"rows[7].rate.per_second: rate.per_second is both set and ramped",
 		"rows[8].ramp.rate.step: the ramp has 1000 steps, over the limit of 256",
 		"rows[9].prefill_concurrency: must be at least 1, got 0",
+		"rows[10].ramp: a search row cannot also ramp",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("missing %q in:\n%s", want, all)

@@ -1040,7 +1040,7 @@ func (r *resolver) onOneLine(n *yaml.Node, src string) bool {
 // anySwept reports whether any of ids names a row expanded from a sweep.
 func anySwept(rows []PlannedRow, ids []string) bool {
 	for _, row := range rows {
-		if (row.ID != row.Base || row.Search != nil) && contains(ids, row.ID) {
+		if (row.ID != row.Base || row.Search != nil || row.Load.Ramp != nil) && contains(ids, row.ID) {
 			return true
 		}
 	}

@@ -218,8 +218,15 @@ func check(in Input, part int) Verdict {
 		}
 	}
 
-	// The load.
-	if row != nil {
+	// The load. A ramped row's load is checked step by step (verdict's
+	// judgeRamp): over the whole row it is no single level. Users held
+	// at a prefill gate are not in flight, by the row's own design.
+	switch {
+	case row == nil || row.Load.Ramp != nil:
+	case row.PrefillConcurrency > 0 && row.Load.Mode == schema.ModeConcurrency:
+		note("load: not checked: prefill_concurrency %d holds users back until fewer requests wait for their first token, so fewer than the row's %d users are in flight by design (queue time says how long they waited)",
+			row.PrefillConcurrency, row.Load.Concurrency)
+	default:
 		checkLoad(row, rs, cfg, fail, note)
 	}
 

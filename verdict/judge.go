@@ -125,6 +125,9 @@ type RowVerdict struct {
 	// why; every row that ran has one, rules or not.
 	Validity validity.Verdict `json:"validity"`
 	Rules    []RuleResult     `json:"rules,omitempty"`
+	// Ramp is a ramped row's steps, each judged as a sweep point, and
+	// its operating step (ramp.go); Rules then fold the steps' results.
+	Ramp *RampVerdict `json:"ramp,omitempty"`
 }
 
 // Valid reports whether the row ran and its figures can be trusted.
@@ -263,6 +266,7 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 				}
 				rv.Rules = append(rv.Rules, rr)
 			}
+			judgeRamp(plan.Row(rs.ID), rs, rules[rs.ID], plan.Validity, &rv)
 		}
 		switch {
 		case !ran:
