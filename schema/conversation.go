@@ -44,14 +44,19 @@ func (r *resolver) conversation(m *merged, rowPath string, p *PlannedRow) *Conve
 	path := m.at("conversation")
 	cp := &ConversationPlan{Turns: c.Turns}
 	if c.ThinkTime != nil {
-		cp.ThinkTime = *c.ThinkTime
-		if cp.ThinkTime < 0 {
-			r.problem(path+".think_time", "write 0s for no pause", "think_time must not be negative")
-		}
+		cp.ThinkTime = *c.ThinkTime // the decoder refuses a negative one
 	}
-	if api := r.exp.Server.API; api == "completions" {
-		r.problem(path, "set server.api: chat (the default), or drop conversation",
-			"conversation needs the chat API: each turn sends the history as messages, and server.api is completions")
+	api, where := p.API, "the row's api"
+	if api == "" {
+		api, where = r.exp.Server.API, "server.api"
+	}
+	if api != "" && api != "chat" {
+		r.problem(path, "use the chat API (the default), or drop conversation",
+			"conversation needs the chat API: each turn sends the history as messages, and %s is %s", where, api)
+	}
+	if m.Ramp != nil {
+		r.problem(path, "ramp and hold conversations in separate rows",
+			"a ramped row cannot hold conversations")
 	}
 	switch p.Load.Mode {
 	case ModeRate:
