@@ -55,6 +55,10 @@ func WorkloadChanges(base, new *schema.PlannedRow, baseRun, newRun *Run) []Chang
 		{"body", base.Body, new.Body},
 		{"unique_prompts", base.UniquePrompts, new.UniquePrompts},
 		{"api", baseRun.Manifest.Server.Declared.API, newRun.Manifest.Server.Declared.API},
+		// A row's own endpoint and an embeddings or rerank row's inputs.
+		{"row api", base.API, new.API},
+		{"batch", base.Batch, new.Batch},
+		{"query_tokens", base.Query, new.Query},
 		{"semantics", bs, ns},
 	}
 	var out []Change

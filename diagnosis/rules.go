@@ -113,12 +113,22 @@ func sharedServer(f *rowFacts) (Finding, bool) {
 		// is a sure lower bound. Waiting is quoted, not added.
 		what += fmt.Sprintf(" (and `server.num_requests_waiting` max %s)", level(w.Max))
 	}
-	limit := float64(f.rs.InFlight.Max + max(sharedSlack, f.rs.InFlight.Max/10))
+	// An embeddings or rerank request is one engine sequence per input
+	// (vLLM schedules each input of a batch as a request of its own), so
+	// the client's sequences in flight are its requests times its inputs.
+	sent := f.rs.InFlight.Max
+	had := fmt.Sprintf("the client had at most %d of the row's requests in flight", sent)
+	if t := f.rs.Throughput; t.InputsPerS > 0 && t.RequestsPerS > 0 {
+		per := int(math.Ceil(t.InputsPerS/t.RequestsPerS - 1e-9))
+		sent *= per
+		had += fmt.Sprintf(", %d inputs each: %d sequences", per, sent)
+	}
+	limit := float64(sent + max(sharedSlack, sent/10))
 	if held <= limit {
 		return Finding{}, false
 	}
 	return Finding{Rule: ruleShared, Regime: RegimeShared, Severity: SeverityWarn,
-		Evidence: []string{what, fmt.Sprintf("the client had at most %d of the row's requests in flight", f.rs.InFlight.Max)},
+		Evidence: []string{what, had},
 		Symptom:  "the server ran more requests at once than this row ever sent: another client's load shares the server, and every figure of the row includes it",
 		Next:     "Measure on a server nothing else uses (another benchmark, a health checker that generates, a user); the server's token counters over the row show how much load was not the run's."}, true
 }

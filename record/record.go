@@ -248,6 +248,16 @@ func ServerComparison(p *schema.Plan, man *rundir.Manifest) []ServerFact {
 func RunFacts(man *rundir.Manifest) [][2]string {
 	var out [][2]string
 	if api := man.Server.Declared.API; api != "" {
+		// Rows that call another endpoint (their own api) are named.
+		var own []string
+		for _, r := range man.Rows {
+			if r.API != "" && r.API != api {
+				own = append(own, r.ID+": "+r.API)
+			}
+		}
+		if len(own) > 0 {
+			api += "; rows " + strings.Join(own, ", ")
+		}
 		out = append(out, [2]string{"API", api})
 	}
 	tool := "infermatrix " + man.Tool.Version

@@ -116,6 +116,9 @@ type htmlView struct {
 	SemNotes    []string
 	ErrorLines  []errorLine
 	Repeated    []htmlRepeated
+	Ramps       []rampRow // ramped rows, step by step (ramp.go)
+	RampIntro   string
+	RampHead    []string
 	Turns       []htmlTurns // conversation rows by turn
 	Baseline    *htmlBaseline
 	RowSemNotes [][2]string
@@ -322,6 +325,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 	v.SemNotes = append(v.SemNotes, sum.SemanticsNotes...)
 	v.ErrorLines = errorLines(sum)
 	v.Repeated = htmlRepeatedOf(sum)
+	v.Ramps, v.RampIntro, v.RampHead = rampRowsOf(sum, d), rampIntro, rampHead
 	v.Turns = htmlTurnsOf(sum)
 	v.Baseline = newHTMLBaseline(d.Baseline)
 	for _, rs := range sum.Rows {
@@ -799,6 +803,23 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <tbody>
 {{- range .Rows}}
 <tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
+{{end}}
+{{if .Ramps}}
+<h3>Ramps</h3>
+<p>{{.RampIntro}}</p>
+{{- $head := .RampHead}}
+{{- range .Ramps}}
+<h4><code>{{.ID}}</code></h4>
+{{if .Segs}}<p>{{template "segs" .Segs}}.</p>{{end}}
+<div class="scroll"><table>
+<thead><tr>{{range $head}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table></div>

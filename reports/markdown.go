@@ -180,6 +180,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.semanticsNotes(sum)
 	m.errorExamples(sum)
 	m.trials(sum)
+	m.ramps(sum, d) // reports/ramp.go
 	m.turns(sum)
 	m.baseline(d.Baseline)
 	m.telemetry(sum)

@@ -200,7 +200,12 @@ func (p *progress) end(s *metrics.RowSummary, v validity.Verdict) {
 	if m := s.Metrics; m.TPOT.Count > 0 {
 		line += fmt.Sprintf(", TPOT p95 %.2f ms", m.TPOT.P95)
 	}
-	line += fmt.Sprintf(", %.0f output tok/s", s.Throughput.OutputTokensPerS)
+	if t := s.Throughput; t.InputsPerS > 0 {
+		// An embeddings or rerank row: no output, inputs instead.
+		line += fmt.Sprintf("; E2E p95 %.1f ms, %.0f inputs/s, %.0f input tok/s", s.Metrics.E2E.P95, t.InputsPerS, t.InputTokensPerS)
+	} else {
+		line += fmt.Sprintf(", %.0f output tok/s", s.Throughput.OutputTokensPerS)
+	}
 	if s.Status == metrics.RowInterrupted {
 		line += " (interrupted)"
 	}

@@ -16,6 +16,12 @@ func (t *RecordTotals) Add(rec *metrics.Record) {
 		t.Generation += float64(*rec.OutputTokens.Server)
 		return
 	}
+	if rec.Inputs > 0 && rec.InputTokens.Server != nil {
+		// An embeddings or rerank request: prefill only, its usage
+		// all prompt tokens, and nothing generated.
+		t.Prompt += float64(*rec.InputTokens.Server)
+		return
+	}
 	if e := rec.Error; e != nil {
 		switch {
 		case e.Class == metrics.ErrConnect && rec.ConnNS == 0, e.Class == metrics.ErrRedirect,
