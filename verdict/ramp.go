@@ -210,16 +210,18 @@ func (rp *RampVerdict) Describe() string {
 		return ""
 	}
 	var b strings.Builder
+	where := " above it"
 	if rp.Operating != "" {
-		fmt.Fprintf(&b, "operating step `%s`: the highest valid step that passes every rule", rp.Operating)
+		fmt.Fprintf(&b, "Operating step `%s`: the highest valid step that passes every rule", rp.Operating)
 	} else {
-		b.WriteString("no step is both valid and passing")
+		b.WriteString("No step is both valid and passing")
+		where = ""
 	}
 	if len(rp.Rejected) > 0 {
-		fmt.Fprintf(&b, "; failing above it (past capacity): `%s`", strings.Join(rp.Rejected, "`, `"))
+		fmt.Fprintf(&b, "; failing%s (past capacity): `%s`", where, strings.Join(rp.Rejected, "`, `"))
 	}
 	if len(rp.Unjudged) > 0 {
-		fmt.Fprintf(&b, "; invalid above it: `%s`", strings.Join(rp.Unjudged, "`, `"))
+		fmt.Fprintf(&b, "; invalid%s: `%s`", where, strings.Join(rp.Unjudged, "`, `"))
 	}
 	return b.String()
 }
