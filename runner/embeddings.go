@@ -70,6 +70,9 @@ func (w *workload) pooledPrompt(seq int64) prompt {
 		p.requested += in + queryReq
 		p.inTokens += got + queryN
 	}
+	// Every document after the first repeats the query on purpose: a
+	// server that caches it is not serving another row's leftovers.
+	p.shared = (batch - 1) * queryN
 	return p
 }
 

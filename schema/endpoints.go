@@ -85,9 +85,8 @@ func (r *resolver) endpoint(row *Row, rowPath string, m *merged, p *PlannedRow) 
 	if m.Trace != nil {
 		refuse("trace", "takes synthetic inputs: set input_tokens and batch")
 	}
-	if m.Conversation != nil {
-		refuse("conversation", "is one question and one answer, with no reply to carry into a next turn")
-	}
+	// conversation is refused by its own check (conversation.go): it
+	// needs the chat API.
 	switch {
 	case api == metrics.APIRerank && m.QueryTokens == nil:
 		r.problem(rowPath, "add query_tokens: 32 (the query scored against every document)", "a rerank row needs query_tokens")
