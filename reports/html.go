@@ -309,6 +309,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		if r.Prefix != nil {
 			inTok += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}
+		inTok += conversationText(r)
 		rv := d.Row(r.ID)
 		verdict := ""
 		if rv != nil {

@@ -121,6 +121,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		if r.Prefix != nil {
 			in += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}
+		in += conversationText(r)
 		rv := d.Row(r.ID)
 		verdict := ""
 		if rv != nil {

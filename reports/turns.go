@@ -7,6 +7,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 // turnsIntro says what the per-turn tables show, in both reports.
@@ -14,6 +15,29 @@ const turnsIntro = "Each conversation's turn k carries the turns before it, so i
 
 // turnHeader heads both reports' per-turn tables.
 var turnHeader = []string{"Turn", "OK", "Input tokens mean (max)", "Cached tokens mean", "Cache hit", "TTFT", "ITL"}
+
+// conversationText describes a conversation row's turns after its input
+// length in the workload matrix: "; conversations of 4 turns, +64 per turn,
+// 2s think"; empty for other rows.
+func conversationText(r *schema.PlannedRow) string {
+	c := r.Conversation
+	if c == nil {
+		return ""
+	}
+	s := "; conversations of "
+	if c.Turns > 0 {
+		s += fmt.Sprintf("%d turns", c.Turns)
+	} else {
+		s += "the file's turns"
+	}
+	if u := c.User.String(); u != "—" {
+		s += ", +" + u + " per turn"
+	}
+	if c.ThinkTime > 0 {
+		s += ", " + c.ThinkTime.String() + " think"
+	}
+	return s
+}
 
 // conversationRows are the rows split by turn, in summary order.
 func conversationRows(sum *metrics.Summary) []*metrics.RowSummary {

@@ -188,6 +188,13 @@ rows:
     unique_prompts: "off"
     dataset: {file: conv.jsonl, format: jsonl}
     conversation: {think_time: 1ms}
+  - id: sharegpt
+    concurrency: 1
+    requests: 3
+    body: {ignore_eos: true}
+    unique_prompts: "off"
+    dataset: {file: sg.json, format: sharegpt}
+    conversation: {turns: 5}
 validity: {ignore: [samples, steady_state, client_stall, simulator, bursts, client_cpu, load]}
 `, map[string]string{"conv.jsonl": `{"messages": [` +
 		`{"role": "system", "content": "You are a ship's cook."},` +
@@ -195,7 +202,7 @@ validity: {ignore: [samples, steady_state, client_stall, simulator, bursts, clie
 		`{"role": "assistant", "content": "CANNED ONE"},` +
 		`{"role": "user", "content": "And for dessert?"},` +
 		`{"role": "assistant", "content": "CANNED TWO"},` +
-		`{"role": "user", "content": "Who is eating?"}]}` + "\n"})
+		`{"role": "user", "content": "Who is eating?"}]}` + "\n", "sg.json": shareGPTFile})
 	res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run")})
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +235,35 @@ validity: {ignore: [samples, steady_state, client_stall, simulator, bursts, clie
 		if r.OutputTokens.Requested != 6 {
 			t.Errorf("turn %d: %d output tokens asked; want the row's 6", k, r.OutputTokens.Requested)
 		}
+	}
+
+	// ShareGPT: a conversation's human turns, each asking for its file
+	// reply's length; the next conversation follows.
+	tok := builtinTok(t)
+	sg := records(t, res.Dir, "sharegpt")
+	want := []struct {
+		conv, turn int
+		user       string
+		out        int
+	}{
+		{0, 0, "Tell me about whales.", tok.Count("Whales are large marine mammals of the order Cetacea.")},
+		{0, 1, "And sharks?", tok.Count("Fish.")},
+		{1, 0, "Hi back.", tok.Count("How can I help?")},
+	}
+	if len(sg) != len(want) {
+		t.Fatalf("sharegpt: %d records; want 3", len(sg))
+	}
+	sort.Slice(sg, func(i, j int) bool { return sg[i].Seq < sg[j].Seq })
+	for i, w := range want {
+		r := sg[i]
+		msgs := srv.msgs[r.ID]
+		if *r.Turn != w.turn || len(msgs) != 2*w.turn+1 || msgs[len(msgs)-1].Content != w.user || r.OutputTokens.Requested != w.out {
+			t.Errorf("sharegpt request %d: turn %d, %d messages ending %q, %d output tokens; want turn %d ending %q, %d tokens",
+				i, *r.Turn, len(msgs), msgs[len(msgs)-1].Content, r.OutputTokens.Requested, w.turn, w.user, w.out)
+		}
+	}
+	if sg[0].ConversationID != sg[1].ConversationID || sg[1].ConversationID == sg[2].ConversationID {
+		t.Errorf("sharegpt conversations %s, %s, %s; want the first two one conversation", sg[0].ConversationID, sg[1].ConversationID, sg[2].ConversationID)
 	}
 }
 

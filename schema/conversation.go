@@ -1,5 +1,7 @@
 package schema
 
+import "time"
+
 // Conversation makes each simulated user of a row hold a multi-turn chat,
 // as users of a chat product do: turn k's request carries the whole
 // conversation so far (the first prompt, every earlier user message and
@@ -89,6 +91,19 @@ func (r *resolver) conversation(m *merged, rowPath string, p *PlannedRow) *Conve
 		}
 	}
 	return cp
+}
+
+// thinkPerRequest is the think time a user spends per request on average,
+// for estimates: every turn but a conversation's last is followed by one
+// (with a dataset's unknown turns, every turn is counted, an upper bound).
+func (c *ConversationPlan) thinkPerRequest() time.Duration {
+	if c == nil || c.ThinkTime <= 0 {
+		return 0
+	}
+	if c.Turns > 0 {
+		return c.ThinkTime.D() * time.Duration(c.Turns-1) / time.Duration(c.Turns)
+	}
+	return c.ThinkTime.D()
 }
 
 // growth is the most tokens a conversation adds to its first prompt by its

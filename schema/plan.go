@@ -315,7 +315,7 @@ func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
 	case ModeConcurrency:
 		if r.Requests > 0 {
 			rounds := (r.TotalRequests() + r.Load.Concurrency - 1) / r.Load.Concurrency
-			send = time.Duration(rounds) * perRequest
+			send = time.Duration(rounds) * (perRequest + r.Conversation.thinkPerRequest())
 			assumed = true
 		}
 	}
