@@ -1,6 +1,8 @@
 package reports
 
 import (
+	"fmt"
+
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
@@ -36,4 +38,29 @@ func throughputCells(p *schema.Plan, rs *metrics.RowSummary) (out, perUser, inpu
 		return "—", "—", numfmt.Num(rs.Throughput.InputsPerS)
 	}
 	return numfmt.Num(rs.Throughput.OutputTokensPerS), numfmt.Num(rs.Throughput.OutputTokensPerSU), "—"
+}
+
+// inputText is a row's input as the matrix and the plan show it: its
+// length, and for an embeddings or rerank row the inputs per request and
+// the rerank query: "8 × 128", "query 16 + 10 × 96".
+func inputText(p *schema.Plan, r *schema.PlannedRow) string {
+	in := r.Input.String()
+	if !metrics.IsPooling(p.RowAPI(r)) {
+		return in
+	}
+	in = fmt.Sprintf("%d × %s", max(1, r.Batch), in)
+	if r.Query != nil {
+		in = "query " + r.Query.String() + " + " + in
+	}
+	return in
+}
+
+// pooledTokens is the mean tokens an embeddings or rerank request sends
+// through the model: every input, each rerank document with the query.
+func pooledTokens(r *schema.PlannedRow) int {
+	per := max(r.Input.Mean, 1)
+	if r.Query != nil {
+		per += r.Query.Mean
+	}
+	return max(1, r.Batch) * per
 }

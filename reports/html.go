@@ -305,7 +305,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 
 	for i := range p.Rows {
 		r := &p.Rows[i]
-		inTok := r.Input.String()
+		inTok := inputText(p, r)
 		if r.Prefix != nil {
 			inTok += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}

@@ -117,7 +117,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	m.printf("| Row | Question | Load | Input tokens | Output tokens | Stop | Verdict | Validity |\n|---|---|---|---|---|---|---|---|\n")
 	for i := range p.Rows {
 		r := &p.Rows[i]
-		in, out := r.Input.String(), r.Output.String()
+		in, out := inputText(p, r), r.Output.String()
 		if r.Prefix != nil {
 			in += fmt.Sprintf(" (%d shared prefix, %d distinct%s)", r.Prefix.Length, r.Prefix.Distinct, map[bool]string{true: ", warm"}[r.Prefix.Warm])
 		}

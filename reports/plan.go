@@ -10,6 +10,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
 	"github.com/infermatrix/infermatrix/internal/redact"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
 )
 
@@ -62,7 +63,7 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 			// decide how long the row runs.
 			dur = "the trace's span"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, load, r.Input, r.Output, reqs, r.Stop(), mark, dur)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n", r.ID, load, inputText(p, r), r.Output, reqs, r.Stop(), mark, dur)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write plan: %w", err)
@@ -125,8 +126,13 @@ func redactAll(urls []string) []string {
 // (load only adds to it), and assumed otherwise.
 func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
 	out := time.Duration(max(r.Output.Mean, 1))
+	in := max(r.Input.Mean, 1)
+	if metrics.IsPooling(p.RowAPI(r)) {
+		// A pooling request is one prefill of all its inputs.
+		in = pooledTokens(r)
+	}
 	if p.Server.Builtin {
-		ttft, tpot, err := p.Server.Sim.Unloaded(max(r.Input.Mean, 1), int(out))
+		ttft, tpot, err := p.Server.Sim.Unloaded(in, int(out))
 		if err == nil {
 			return schema.Estimate{Duration: ttft + (out-1)*tpot}
 		}
