@@ -37,6 +37,8 @@ type Plot struct {
 //     server's KV-cache usage (mean, max) and requests waiting (mean,
 //     max) and running (mean) against the swept concurrency or rate, one
 //     point per row with server telemetry (needs two);
+//   - ramp-ROW: per ramped row, each step's TTFT and TPOT above its output
+//     throughput, against the step's load (ramp.go);
 //   - pareto: output tokens/s per GPU against tokens/s per user, one
 //     point per row, with the Pareto frontier (needs two rows);
 //   - cdf-ttft, cdf-tpot: each row's distribution, from its records;
@@ -103,6 +105,9 @@ func plotFigures(in *Input) ([]*figure, error) {
 		}
 	}
 	add(paretoFigure(in))
+	for _, f := range rampFigures(in) { // ramp.go
+		add(f)
+	}
 	recs, err := readRowRecords(in, plotRowIDs(in))
 	if err != nil {
 		return nil, err

@@ -1,0 +1,93 @@
+package charts
+
+import (
+	"github.com/infermatrix/infermatrix/metrics"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+)
+
+// rampFigures draws each ramped row's steps (RowSummary.Steps): TTFT p50
+// and p95 and TPOT p95 above output throughput, against the step's load,
+// one point per step with samples. A ramp of one step, or none with
+// samples, has no chart.
+func rampFigures(in *Input) []*figure {
+	if in.Summary == nil {
+		return nil
+	}
+	var out []*figure
+	for i := range in.Summary.Rows {
+		if f := rampFigure(&in.Summary.Rows[i]); f != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func rampFigure(rs *metrics.RowSummary) *figure {
+	if len(rs.Steps) < 2 {
+		return nil
+	}
+	xLabel := "users (closed loop)"
+	if rs.Steps[0].Concurrency == 0 {
+		xLabel = "arrival rate (req/s)"
+	}
+	series := []struct {
+		label  string
+		get    func(*metrics.StepSummary) (float64, bool)
+		dashed bool
+	}{
+		{"TTFT p95", func(s *metrics.StepSummary) (float64, bool) {
+			return s.Metrics.TTFT.P95, s.Metrics.TTFT.Count > 0
+		}, false},
+		{"TTFT p50", func(s *metrics.StepSummary) (float64, bool) {
+			return s.Metrics.TTFT.P50, s.Metrics.TTFT.Count > 0
+		}, true},
+		{"TPOT p95", func(s *metrics.StepSummary) (float64, bool) {
+			return s.Metrics.TPOT.P95, s.Metrics.TPOT.Count > 0
+		}, false},
+	}
+	lat := newPanel("", "", "latency (ms)")
+	var legend []legendItem
+	for k, se := range series {
+		var xys plotter.XYs
+		for j := range rs.Steps {
+			st := &rs.Steps[j]
+			if v, ok := se.get(st); ok && isFinite(v, st.Load()) {
+				xys = append(xys, plotter.XY{X: st.Load(), Y: v})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, s := seriesLine(xys, seriesColor(k), seriesGlyph(k), se.dashed)
+		lat.Add(l, s)
+		legend = append(legend, legendItem{se.label, []plot.Thumbnailer{l, s}})
+	}
+	var tput plotter.XYs
+	for j := range rs.Steps {
+		st := &rs.Steps[j]
+		if st.Requests.Completed > 0 && isFinite(st.Throughput.OutputTokensPerS, st.Load()) {
+			tput = append(tput, plotter.XY{X: st.Load(), Y: st.Throughput.OutputTokensPerS})
+		}
+	}
+	if len(legend) == 0 && len(tput) == 0 {
+		return nil
+	}
+	tp := newPanel("", xLabel, "output tokens/s")
+	if len(tput) > 0 {
+		l, s := seriesLine(tput, seriesColor(3), seriesGlyph(3), false)
+		tp.Add(l, s)
+		legend = append(legend, legendItem{"output tokens/s", []plot.Thumbnailer{l, s}})
+	}
+	lat.Y.Min, tp.Y.Min = 0, 0
+	return &figure{
+		name:        "ramp-" + fileSafe(rs.ID),
+		title:       "Ramp: " + rs.ID,
+		subtitle:    "One point per step, by the requests sent in it; throughput over the step's own duration. The load never drained between steps.",
+		panels:      []*plot.Plot{lat, tp},
+		stack:       true,
+		height:      plotHeight * 3 / 2,
+		legend:      legend,
+		legendBelow: true,
+	}
+}
