@@ -85,8 +85,14 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 			}
 		}
 		t, g := rs.Throughput, rs.Goodput
-		rec = append(rec, f(t.RequestsPerS), f(t.OutputTokensPerS), f(t.InputTokensPerS), f(t.TotalTokensPerS),
-			f(t.OutputTokensPerSU), f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
+		// An embeddings or rerank row generates nothing: its output
+		// throughputs are empty, not 0 (summary.json has inputs_per_s).
+		out, perUser := f(t.OutputTokensPerS), f(t.OutputTokensPerSU)
+		if t.InputsPerS > 0 {
+			out, perUser = "", ""
+		}
+		rec = append(rec, f(t.RequestsPerS), out, f(t.InputTokensPerS), f(t.TotalTokensPerS),
+			perUser, f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
 		// Figures that were not measured are empty, as for metrics
 		// without samples.
 		opt := func(v float64, measured bool) string {

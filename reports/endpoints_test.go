@@ -57,6 +57,30 @@ acceptance:
 		t.Error("report.html lacks the Inputs/s column")
 	}
 
+	var c bytes.Buffer
+	if err := WriteCSV(&c, in.Summary, in.Decision); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(c.String(), "\n")
+	head := strings.Split(lines[0], ",")
+	found := false
+	for _, line := range lines[1:] {
+		cells := strings.Split(line, ",")
+		if len(cells) != len(head) || cells[0] != "emb" {
+			continue
+		}
+		found = true
+		for i, h := range head {
+			if (h == "output_tokens_per_s" || h == "output_tokens_per_s_per_user") && cells[i] != "" {
+				t.Errorf("summary.csv: emb's %s is %q; want empty", h, cells[i])
+			}
+		}
+	}
+
+	if !found {
+		t.Errorf("summary.csv has no row emb:\n%s", c.String())
+	}
+
 	// Rebuilt from the records alone, the row has the same inputs/s.
 	want := in.Summary.Row("emb").Throughput.InputsPerS
 	if err := os.Remove(filepath.Join(run, rundir.SummaryFile)); err != nil {
