@@ -148,6 +148,12 @@ func aiperfFromRecord(r *metrics.Record, session int) aiperfRecord {
 		WorkerID: aiperfWorker, RecordProcessorID: aiperfWorker,
 		BenchmarkPhase: "profiling", Row: r.Row,
 	}
+	if r.Turn != nil {
+		// A conversation's turns are one AIPerf session: its correlation
+		// id and conversation id are the conversation's.
+		id := r.ConversationID
+		md.XCorrelationID, md.ConversationID, md.TurnIndex = id, &id, *r.Turn
+	}
 	if r.Stream && r.FirstByteNS > 0 {
 		ack := start + r.FirstByteNS
 		md.RequestAckNS = &ack

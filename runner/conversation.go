@@ -89,6 +89,7 @@ func (rr *rowRun) newConversation(seq int64) *conversation {
 			i = 0 // no user message: the line is one turn, sent as it is
 			cv.users = []openai.ChatCompletionMessage{e.messages[len(e.messages)-1]}
 			cv.msgs = append(cv.msgs, e.messages[:len(e.messages)-1]...)
+			cv.outputs = []int{e.output}
 			break
 		}
 		cv.msgs = append(cv.msgs, e.messages[:i]...)
