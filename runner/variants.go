@@ -243,7 +243,7 @@ func (rs *runState) startLaunch(ctx context.Context, su *serverSetup, v *schema.
 	l := v.Launch
 	logRel := filepath.Join("variants", v.Name, "server.log")
 	if err := os.MkdirAll(filepath.Join(rs.dir.Path, "variants", v.Name), 0o755); err != nil {
-		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		return nil, err
 	}
 	env, _ := launch.Env(l.Env)
 	info.Command, info.Dir, info.Log = launch.Command(l.Command), l.Dir, logRel
@@ -261,13 +261,13 @@ func (rs *runState) startLaunch(ctx context.Context, su *serverSetup, v *schema.
 		StopSignal: l.StopSignal, StopGrace: l.StopGrace.D(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		return nil, err
 	}
 	started := proc.Started.UTC()
 	info.Started, info.PID = &started, proc.PID()
 	rs.logf("variant %s: started %s (pid %d), waiting for %s", v.Name, strings.Join(info.Command, " "), proc.PID(), redact.URL(l.ReadyURL))
 	if err := proc.WaitReady(ctx, su.http); err != nil {
-		return proc, fmt.Errorf("variant %s: %w", v.Name, err)
+		return proc, err
 	}
 	ready := proc.Ready.UTC()
 	info.Ready = &ready
