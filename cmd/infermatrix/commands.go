@@ -441,11 +441,15 @@ other tools against it. It binds to loopback unless --listen-any is given.
 
 The server is a continuous-batching engine model of a real model on a real GPU
 (see docs/simulator.md): a preset, with the same settings an experiment's
-server.sim section takes. Preset fixed instead has a constant --ttft and --itl.`,
+server.sim section takes. Preset fixed instead has a constant --ttft and --itl.
+Besides chat and completions it serves /v1/embeddings and /v1/rerank, as
+prefill-only work through the same engine.`,
 		Example: `  infermatrix sim --preset llama-3.1-8b-h100
   infermatrix sim --preset qwen3-0.6b-h200 --replicas 8 --addr 127.0.0.1:8001
   infermatrix sim --preset fixed --ttft 50ms --itl 10ms --fault '429; probability=0.05'
-  curl -N http://127.0.0.1:8000/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}'`,
+  curl -N http://127.0.0.1:8000/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}'
+  curl http://127.0.0.1:8000/v1/embeddings -d '{"input":["a whale","a ship"]}'
+  curl http://127.0.0.1:8000/v1/rerank -d '{"query":"whale","documents":["krill","a ship"]}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if settings.Preset != schema.PresetFixed && (cmd.Flags().Changed("ttft") || cmd.Flags().Changed("itl")) {
