@@ -232,7 +232,9 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 	for _, a := range plan.Acceptance {
 		for _, id := range a.Rows {
 			rules[id] = append(rules[id], a)
-			eachPoint[id] = eachPoint[id] || a.Sweep != schema.SweepOperatingPoint
+			// A ramped row folds its operating_point rules itself
+			// (judgeRamp): it counts as a row judged on its own.
+			eachPoint[id] = eachPoint[id] || a.Sweep != schema.SweepOperatingPoint || isRamped(plan.Row(id))
 		}
 	}
 	var invalid, notRun, broken, failed []string

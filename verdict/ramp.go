@@ -116,17 +116,25 @@ func judgeRamp(row *schema.PlannedRow, rs *metrics.RowSummary, rules []schema.Ac
 		}
 	}
 	rv.Rules = rv.Rules[:0]
+	failing := false // a rule failed on valid steps alone
 	for k, rule := range rules {
 		rr := RuleResult{Rule: rule.Name, Expect: rule.Program.Source, Pass: true}
 		if rule.Sweep == schema.SweepOperatingPoint {
 			rr.Pass = op >= 0 && len(rp.Unjudged) == 0
-			if op < 0 && len(invalid) == 0 {
+			switch {
+			case rr.Pass:
+			case op >= 0:
+				rr.Reason = fmt.Sprintf("operating step at least %s, but %s, above it, could not be judged (invalid)", rp.Operating, strings.Join(rp.Unjudged, ", "))
+			case len(invalid) == 0:
 				rr.Reason = "no operating step: every step was valid and none passes"
+				failing = true
+			default:
+				rr.Reason = fmt.Sprintf("no valid step passes, and %s could not be judged (invalid)", strings.Join(invalid, ", "))
 			}
 		} else {
 			for _, sv := range rp.Steps {
 				if sv.Verdict != Invalid && !sv.Rules[k].Pass {
-					rr.Pass = false
+					rr.Pass, failing = false, true
 					rr.Failed = stepClauses(sv.Label, sv.Rules[k])
 					rr.Reason = sv.Rules[k].Reason
 					if rr.Reason != "" {
@@ -137,10 +145,6 @@ func judgeRamp(row *schema.PlannedRow, rs *metrics.RowSummary, rules []schema.Ac
 			}
 		}
 		rv.Rules = append(rv.Rules, rr)
-	}
-	failing := false
-	for _, rr := range rv.Rules {
-		failing = failing || (!rr.Pass && (rr.Reason != "" || len(rr.Failed) > 0))
 	}
 	// An invalid step that the verdict rests on makes the row invalid,
 	// unless a valid step already failed it. Under operating_point only
@@ -168,6 +172,9 @@ func judgeRamp(row *schema.PlannedRow, rs *metrics.RowSummary, rules []schema.Ac
 		}
 	}
 }
+
+// isRamped reports whether a planned row has a ramp.
+func isRamped(r *schema.PlannedRow) bool { return r != nil && r.Load.Ramp != nil }
 
 // eachPointRule reports whether any rule judges every step.
 func eachPointRule(rules []schema.AcceptanceRule) bool {

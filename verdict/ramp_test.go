@@ -92,6 +92,11 @@ func TestRampJudgedByStep(t *testing.T) {
 			if tc.name == "invalid top" && !strings.Contains(strings.Join(reasons(each), "\n"), "step c=6: ") {
 				t.Errorf("each: validity %+v; want the invalid step named", each.Validity)
 			}
+			// An invalid ramp row with rules, operating_point ones
+			// included, leaves the run inconclusive, never a pass.
+			if tc.name == "invalid top" && d.Verdict != verdict.Inconclusive {
+				t.Errorf("run verdict %s; want inconclusive", d.Verdict)
+			}
 		})
 	}
 }
