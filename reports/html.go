@@ -315,7 +315,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		if rv != nil {
 			verdict = rv.Verdict
 		}
-		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: r.ID, Question: r.Question, Load: r.Load.String(),
+		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: r.ID, Question: r.Question, Load: loadText(r),
 			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdict), Validity: validityBadge(rv)})
 	}
 	for _, id := range p.Skipped {

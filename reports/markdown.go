@@ -127,7 +127,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		if rv != nil {
 			verdict = rv.Verdict
 		}
-		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(r.ID), cell(r.Question), cell(r.Load.String()), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
+		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(r.ID), cell(r.Question), cell(loadText(r)), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
 	}
 	for _, id := range p.Skipped {
 		m.printf("| %s | | | | | | %s | — |\n", code(id), verdictCell(verdict.Skipped))

@@ -1,6 +1,13 @@
 package reports
 
-import "github.com/infermatrix/infermatrix/record"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/infermatrix/infermatrix/schema"
+
+	"github.com/infermatrix/infermatrix/record"
+)
 
 // searches states each search row's answer in one sentence, right after
 // the verdict, beside the sweeps' operating points: both answer "how far
@@ -11,7 +18,35 @@ func (m *mdWriter) searches(in *Input) {
 	}
 	m.printf("## Searches\n\n")
 	for _, sa := range in.Analysis.Searches {
-		m.printf("- %s\n", cell(record.SearchSentence(sa, in.Plan.Server.Hardware)))
+		var b strings.Builder
+		// The sentence's code spans (ids, clauses) stay code; the rest,
+		// which quotes rule names and validity messages, is escaped.
+		for _, sg := range mdSegs(record.SearchSentence(sa, in.Plan.Server.Hardware)) {
+			if sg.Code {
+				b.WriteString(code(sg.Text))
+			} else {
+				// cell trims; the spaces around code spans are the
+				// sentence's own.
+				t := sg.Text
+				if strings.HasPrefix(t, " ") {
+					b.WriteString(" ")
+				}
+				b.WriteString(cell(t))
+				if strings.HasSuffix(t, " ") && strings.TrimSpace(t) != "" {
+					b.WriteString(" ")
+				}
+			}
+		}
+		m.printf("- %s\n", b.String())
 	}
 	m.printf("\n")
+}
+
+// loadText is a row's load for the workload matrix; a search's probe says
+// it is one, and which.
+func loadText(r *schema.PlannedRow) string {
+	if r.Probe == nil {
+		return r.Load.String()
+	}
+	return fmt.Sprintf("%s (probe %d of search %s)", r.Load, r.Probe.Index, r.Probe.Search)
 }

@@ -59,9 +59,9 @@ func OutcomeOf(rv *RowVerdict) ProbeOutcome {
 			for _, v := range c.Values {
 				vals = append(vals, v.Name+" "+numfmt.Num(v.Value))
 			}
-			o.Why = fmt.Sprintf("fails %s on %s", rr.Rule, c.Text)
+			o.Why = fmt.Sprintf("fails %s on `%s`", rr.Rule, c.Text)
 			if len(vals) > 0 {
-				o.Why = fmt.Sprintf("fails %s: %s (%s)", rr.Rule, strings.Join(vals, ", "), c.Text)
+				o.Why = fmt.Sprintf("fails %s: %s (`%s`)", rr.Rule, strings.Join(vals, ", "), c.Text)
 			}
 			if c.Reason != "" {
 				o.Why += ": " + c.Reason
