@@ -41,7 +41,7 @@ func WritePlan(w io.Writer, p *schema.Plan) error {
 			mark, assumed = "~", true
 		}
 		reqs := "—"
-		load := r.Load.String()
+		load := r.LoadString()
 		if n := r.TotalRequests(); n > 0 && r.Search != nil {
 			// A search row runs up to its worst-case number of probes.
 			probes := r.WorstCaseProbes()

@@ -57,7 +57,7 @@ func (p *progress) begin() {
 	p.start = time.Now()
 	p.last = p.start
 	r := p.row
-	parts := []string{r.Stop(), r.Load.String()}
+	parts := []string{r.Stop(), r.LoadString()}
 	if r.Input.Mean > 0 || len(r.Input.Values) > 0 {
 		parts = append(parts, fmt.Sprintf("%s→%s tokens", r.Input, r.Output))
 	}

@@ -220,3 +220,13 @@ func (p *RampPlan) Metrics() *metrics.Ramp {
 	}
 	return &metrics.Ramp{Dimension: p.Dimension, Levels: p.Levels, StepNS: int64(p.StepDuration)}
 }
+
+// LoadString describes the row's load in words, with its prefill cap:
+// "concurrency 64, prefill ≤ 4".
+func (r *PlannedRow) LoadString() string {
+	s := r.Load.String()
+	if r.PrefillConcurrency > 0 {
+		s += fmt.Sprintf(", prefill ≤ %d", r.PrefillConcurrency)
+	}
+	return s
+}
