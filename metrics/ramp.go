@@ -130,16 +130,3 @@ func rampLabel(dim string, v float64) string {
 	}
 	return k + "=" + strconv.FormatFloat(v, 'f', -1, 64)
 }
-
-// HighestPassing returns the index of the last step ok accepts, or -1.
-// Steps rise, so the last accepted step is the highest load the row held
-// within its rules: a ramp's operating point.
-func HighestPassing(steps []StepSummary, ok func(*StepSummary) bool) int {
-	best := -1
-	for i := range steps {
-		if ok(&steps[i]) {
-			best = i
-		}
-	}
-	return best
-}
