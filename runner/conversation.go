@@ -26,7 +26,10 @@ import (
 // multi-turn benchmark build their histories the same way.
 //
 // A user's turns run strictly in order: the next turn is sent think_time
-// after the previous reply ended. A turn that fails, or whose reply carries
+// after the previous reply ended. In a rate row, conversations arrive at
+// the rate (per_second counts conversations, not requests), each then held
+// by a user of its own as in a closed loop; max_concurrency caps the
+// conversations held at once. A turn that fails, or whose reply carries
 // no text, ends its conversation (there is no reply to carry on from); the
 // user then starts the next conversation.
 
@@ -212,7 +215,7 @@ func (rr *rowRun) conversationLoop(ctx, inflight context.Context, wg *sync.WaitG
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && rr.converse(ctx, inflight) {
+			for ctx.Err() == nil && rr.converse(ctx, inflight, nil) {
 			}
 		}()
 	}
@@ -222,9 +225,61 @@ func (rr *rowRun) conversationLoop(ctx, inflight context.Context, wg *sync.WaitG
 	}
 }
 
+// arrival is when an open-loop conversation was due, from the row's
+// start, and how long it then waited for a max_concurrency slot: its first
+// turn's schedule and queue time.
+type arrival struct{ scheduled, queued time.Duration }
+
+// conversationArrivals starts a conversation at each arrival of the row's
+// rate, until dispatching stops. Each runs its turns in a goroutine of its
+// own, tracked by wg.
+func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.WaitGroup) {
+	l := rr.row.Load
+	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
+	var slots chan struct{}
+	if l.MaxConcurrency > 0 {
+		slots = make(chan struct{}, l.MaxConcurrency)
+	}
+	pace := newPacer()
+	defer pace.close()
+	for {
+		due := rr.loadStart.Add(arr.next())
+		if _, more := rr.peek(due); !more {
+			rr.take(due) // records why the row stopped
+			return
+		}
+		if !pace.sleepUntil(ctx, rr.stopped, due) {
+			return
+		}
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			case <-rr.stopped:
+				return
+			}
+		}
+		a := &arrival{scheduled: due.Sub(rr.start)}
+		if slots != nil {
+			a.queued = max(time.Since(due), 0)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if slots != nil {
+				defer func() { <-slots }()
+			}
+			rr.converse(ctx, inflight, a)
+		}()
+	}
+}
+
 // converse holds one conversation to its end, and reports whether the
-// user may start another (false once the row stops dispatching).
-func (rr *rowRun) converse(ctx, inflight context.Context) bool {
+// user may start another (false once the row stops dispatching). first,
+// for an open-loop conversation, is its arrival; nil for a closed-loop
+// user, whose turns are due when it is ready.
+func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 	var cv *conversation
 	for {
 		pass, probe := rr.gate.wait(ctx, rr.stopped)
@@ -248,6 +303,9 @@ func (rr *rowRun) converse(ctx, inflight context.Context) bool {
 		}
 		cl.probe = probe
 		cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
+		if first != nil && cv.turn == 0 {
+			cl.rec.ScheduledNS, cl.rec.QueueNS = first.scheduled.Nanoseconds(), first.queued.Nanoseconds()
+		}
 		reply := &replySink{}
 		rr.fire(withReply(inflight, reply), cl)
 		if cl.rec.Error != nil || len(reply.b) == 0 {

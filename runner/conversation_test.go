@@ -286,3 +286,70 @@ func sameMessages(a, b []openai.ChatCompletionMessage) bool {
 	}
 	return true
 }
+
+// TestConversationArrivals: in a rate row, conversations arrive at the
+// rate, each first turn scheduled at its arrival, and every conversation's
+// turns follow one another without overlap; max_concurrency caps the
+// conversations held at once.
+func TestConversationArrivals(t *testing.T) {
+	srv := startRecordingSim(t, "tiny-fast")
+	dir := t.TempDir()
+	p := planIn(t, dir, `server: {urls: [`+srv.URL+`]}
+rows:
+  - id: arrivals
+    rate: {per_second: 40, arrival: constant, max_concurrency: 3}
+    requests: 15
+    input_tokens: 200
+    output_tokens: 10
+    body: {ignore_eos: true}
+    conversation: {turns: 3, user_tokens: 20, think_time: 30ms}
+validity: {ignore: [samples, steady_state, client_stall, simulator, bursts, client_cpu]}
+`, nil)
+	res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, res.Dir, "arrivals")
+	if len(recs) != 15 {
+		t.Fatalf("%d records; want 15", len(recs))
+	}
+	convs := byConversation(t, recs)
+	var firsts []int64
+	for id, c := range convs {
+		for k, r := range c {
+			if *r.Turn != k || r.Error != nil {
+				t.Fatalf("%s: turns %v, turn %d error %+v", id, turnsOf(c), k, r.Error)
+			}
+			if k > 0 && r.StartNS < c[k-1].StartNS+c[k-1].EndNS {
+				t.Errorf("%s turn %d started before turn %d ended", id, k, k-1)
+			}
+		}
+		firsts = append(firsts, c[0].ScheduledNS)
+	}
+	// Constant arrivals at 40/s are 25 ms apart.
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	for i := 1; i < len(firsts); i++ {
+		if gap := firsts[i] - firsts[i-1]; gap < 24e6 || gap > 26e6 {
+			t.Errorf("conversations %d and %d scheduled %.1f ms apart; want 25 ms", i-1, i, float64(gap)/1e6)
+		}
+	}
+	// At most three conversations at once: from each conversation's first
+	// request (after its wait for a slot) to its last turn's end.
+	type span struct{ from, to int64 }
+	var spans []span
+	for _, c := range convs {
+		last := c[len(c)-1]
+		spans = append(spans, span{c[0].StartNS, last.StartNS + last.EndNS})
+	}
+	for _, s := range spans {
+		n := 0
+		for _, o := range spans {
+			if o.from <= s.from && s.from < o.to {
+				n++
+			}
+		}
+		if n > 3 {
+			t.Errorf("%d conversations held at %d ns; max_concurrency is 3", n, s.from)
+		}
+	}
+}

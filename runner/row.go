@@ -335,6 +335,10 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		}
 		rr.closedLoop(ctx, inflight, &wg)
 	case schema.ModeRate:
+		if rr.row.Conversation != nil {
+			rr.conversationArrivals(ctx, inflight, &wg)
+			break
+		}
 		l := rr.row.Load
 		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
 		// The warmup and measured arrivals each offer exactly the rate,

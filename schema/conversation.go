@@ -36,8 +36,9 @@ const MaxConversationTurns = 1000
 // the row (p, resolved up to here) and returns it resolved; nil without
 // one. A conversation is a chat: each turn's prompt is a list of messages
 // whose earlier entries are the server's own replies, which only the chat
-// API takes, and each user's turns follow its replies, which a trace's
-// timestamps or an open-loop arrival process would contradict.
+// API takes, and each turn follows its reply, which a trace's timestamps
+// or a ramp's steps would contradict. A rate row's arrivals start
+// conversations.
 func (r *resolver) conversation(m *merged, rowPath string, p *PlannedRow) *ConversationPlan {
 	c := m.Conversation
 	if c == nil {
@@ -61,9 +62,6 @@ func (r *resolver) conversation(m *merged, rowPath string, p *PlannedRow) *Conve
 			"a ramped row cannot hold conversations")
 	}
 	switch p.Load.Mode {
-	case ModeRate:
-		r.problem(path, "use concurrency: each user holds one conversation at a time, its turns following the replies",
-			"conversation rows run closed loop; rate is not supported with conversation")
 	case ModeTrace:
 		r.problem(path, "a trace's timestamps already say when each request is sent; drop conversation",
 			"conversation cannot replay a trace")

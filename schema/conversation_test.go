@@ -15,6 +15,7 @@ func TestConversation(t *testing.T) {
 rows:
   - {id: chat, conversation: {turns: 4, user_tokens: 30, think_time: 2s}}
   - {id: plain}
+  - {id: arrivals, rate: {per_second: 2}, conversation: {turns: 2, user_tokens: 10}}
 `, Options{})
 	c := p.Rows[0].Conversation
 	if c == nil || c.Turns != 4 || c.ThinkTime.D() != 2*time.Second || c.User.Mean != 30 {
@@ -22,6 +23,9 @@ rows:
 	}
 	if p.Rows[1].Conversation != nil {
 		t.Errorf("plain: conversation %+v; want none", p.Rows[1].Conversation)
+	}
+	if a := p.Rows[2]; a.Load.Mode != ModeRate || a.Conversation == nil {
+		t.Errorf("arrivals: load %+v, conversation %+v; want conversations arriving at a rate", a.Load, a.Conversation)
 	}
 	// 100 + 3 × (30 + 50) + 50 = 390 tokens by the last turn.
 	_, err := Parse("test.yaml", []byte(`apiVersion: infermatrix/v1
@@ -42,7 +46,7 @@ func TestConversationProblems(t *testing.T) {
 rows:
   - {id: noturns, concurrency: 1, input_tokens: 8, conversation: {user_tokens: 4}}
   - {id: nouser, concurrency: 1, input_tokens: 8, conversation: {turns: 3}}
-  - {id: open, rate: {per_second: 2}, input_tokens: 8, conversation: {turns: 2, user_tokens: 4}}
+  - {id: trace, trace: {file: resolve_test.go}, conversation: {turns: 2, user_tokens: 4}}
   - {id: data, concurrency: 1, dataset: {file: resolve_test.go, format: jsonl}, conversation: {user_tokens: 4}}
   - {id: neg, concurrency: 1, input_tokens: 8, conversation: {turns: 2, user_tokens: 4, think_time: -1s}}
   - {id: prompt, api: completions, concurrency: 1, input_tokens: 8, conversation: {turns: 2, user_tokens: 4}}
@@ -55,7 +59,7 @@ rows:
 	for _, want := range []string{
 		"rows[0].conversation: conversation needs turns",
 		"rows[1].conversation: conversation needs user_tokens",
-		"rows[2].conversation: conversation rows run closed loop; rate is not supported with conversation",
+		"rows[2].conversation: conversation cannot replay a trace",
 		"rows[3].conversation.user_tokens: user_tokens applies to synthetic prompts (input_tokens), not to a dataset",
 		"rows[4].conversation.think_time: duration must not be negative",
 		"rows[5].conversation: conversation needs the chat API: each turn sends the history as messages, and the row's api is completions",

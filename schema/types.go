@@ -282,7 +282,7 @@ type Settings struct {
 	Dataset      *Dataset `yaml:"dataset" json:"dataset,omitempty" doc:"Take prompts from a file instead of synthesizing them." group:"source"`
 	// Conversation turns each user's requests into one chat whose later
 	// turns carry the earlier ones (schema/conversation.go).
-	Conversation *Conversation `yaml:"conversation" json:"conversation,omitempty" doc:"Each user holds a multi-turn chat: turn k's prompt is the conversation so far (the first prompt, earlier user messages and the server's actual replies) and a new user message. Chat API and concurrency rows only."`
+	Conversation *Conversation `yaml:"conversation" json:"conversation,omitempty" doc:"Each user holds a multi-turn chat: turn k's prompt is the conversation so far (the first prompt, earlier user messages and the server's actual replies) and a new user message. Chat API only; with rate, per_second counts conversations."`
 
 	// API, Batch and QueryTokens let one experiment measure a chat row
 	// and an embeddings or rerank row against the same server.

@@ -309,6 +309,11 @@ func checkLoad(row *schema.PlannedRow, rs *metrics.RowSummary, cfg schema.Validi
 				num(rs.InFlight.Mean), rs.InFlight.Max, row.Load.Concurrency, trimFloat(100*tol))
 		}
 	case schema.ModeRate, schema.ModeTrace:
+		if row.Conversation != nil {
+			note("conversations arrive at %s/s and each turn follows its reply, so the row's requests (%s/s) are no arrival process to hold to a rate; the load check does not apply",
+				num(row.Load.Rate), num(sc.AchievedRate))
+			return
+		}
 		want, what := sc.RequestedRate, "asked for"
 		if row.Load.Mode == schema.ModeTrace || want <= 0 {
 			want, what = sc.ScheduledRate, "the trace's own"
