@@ -68,16 +68,16 @@ func analyzeSearches(plan *schema.Plan, d *verdict.Decision) []SearchAnalysis {
 			out[j].Probes = append(out[j].Probes, SearchProbe{Row: r.ID, Value: r.SweepPoint[r.Probe.Plan.Vary], ProbeOutcome: verdict.OutcomeOf(rv)})
 		}
 	}
+	index := map[string]int{}
+	for k := range plan.Rows {
+		if p := plan.Rows[k].Probe; p != nil {
+			index[plan.Rows[k].ID] = p.Index
+		}
+	}
 	for i := range out {
 		sa := &out[i]
 		if sa.Status == NotRun {
 			continue
-		}
-		index := map[string]int{}
-		for k := range plan.Rows {
-			if p := plan.Rows[k].Probe; p != nil {
-				index[plan.Rows[k].ID] = p.Index
-			}
 		}
 		slices.SortStableFunc(sa.Probes, func(a, b SearchProbe) int { return cmp.Compare(index[a.Row], index[b.Row]) })
 		var probes []search.Probe

@@ -53,7 +53,10 @@ func SearchSentence(sa analysis.SearchAnalysis, hw schema.Hardware) string {
 	case analysis.NotRun:
 		return head + "did not run."
 	case string(search.MinFails):
-		return head + fmt.Sprintf("the minimum, %s%s, already %s: the limit is below the range, or no limit can be claimed.", amount(sa.Min), row(sa.FailingRow), verb(why()))
+		if sa.Failing != nil && sa.Failing.Invalid {
+			return head + fmt.Sprintf("the minimum, %s%s, was %s: it counts as not passing, so no limit can be claimed.", amount(sa.Min), row(sa.FailingRow), why())
+		}
+		return head + fmt.Sprintf("the minimum, %s%s, already %s: the limit is below the range.", amount(sa.Min), row(sa.FailingRow), verb(why()))
 	case string(search.AllPass):
 		return head + fmt.Sprintf("holds the maximum, %s%s%s, under its rules: the limit is above the range.", amount(sa.Max), row(sa.PassingRow), on)
 	case string(search.Bracketed):
