@@ -65,6 +65,12 @@ func judgeRamp(row *schema.PlannedRow, rs *metrics.RowSummary, rules []schema.Ac
 		sv.Validity = validity.Row(validity.Input{Row: pr, Summary: &st.RowSummary, Rules: rules, Config: cfg})
 		env := metrics.NewRowEnv(&st.RowSummary)
 		for _, rule := range rules {
+			if readsBaseline(rule) {
+				// A baseline run has rows, not this run's steps: the
+				// rule keeps judging the row (see below).
+				sv.Rules = append(sv.Rules, RuleResult{Rule: rule.Name, Expect: rule.Program.Source, Pass: true, Unjudged: "reads the baseline run, which is compared row by row"})
+				continue
+			}
 			sv.Rules = append(sv.Rules, judgeRule(rule, &st.RowSummary, env))
 		}
 		switch {
@@ -115,10 +121,18 @@ func judgeRamp(row *schema.PlannedRow, rs *metrics.RowSummary, rules []schema.Ac
 			invalid = append(invalid, sv.Label)
 		}
 	}
-	rv.Rules = rv.Rules[:0]
+	whole := rv.Rules
+	rv.Rules = nil
 	failing := false // a rule failed on valid steps alone
 	for k, rule := range rules {
 		rr := RuleResult{Rule: rule.Name, Expect: rule.Program.Source, Pass: true}
+		if readsBaseline(rule) && k < len(whole) {
+			rr = whole[k]
+			rr.Sweep = ""
+			failing = failing || (!rr.Pass && rr.Unjudged == "")
+			rv.Rules = append(rv.Rules, rr)
+			continue
+		}
 		if rule.Sweep == schema.SweepOperatingPoint {
 			rr.Pass = op >= 0 && len(rp.Unjudged) == 0
 			switch {
