@@ -46,7 +46,7 @@ func (m *mdWriter) searches(in *Input) {
 // it is one, and which.
 func loadText(r *schema.PlannedRow) string {
 	if r.Probe == nil {
-		return r.Load.String()
+		return r.LoadString() // with a prefill cap, or a conversation row's arrivals
 	}
 	return fmt.Sprintf("%s (probe %d of search %s)", r.Load, r.Probe.Index, r.Probe.Search)
 }

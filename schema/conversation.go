@@ -1,6 +1,9 @@
 package schema
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Conversation makes each simulated user of a row hold a multi-turn chat,
 // as users of a chat product do: turn k's request carries the whole
@@ -102,6 +105,27 @@ func (c *ConversationPlan) thinkPerRequest() time.Duration {
 		return c.ThinkTime.D() * time.Duration(c.Turns-1) / time.Duration(c.Turns)
 	}
 	return c.ThinkTime.D()
+}
+
+// requestsPerArrival is how many requests one arrival of a rate row sends:
+// a conversation's turns (its file's unknown turns count as one, the
+// longest estimate), or 1 without conversations.
+func (c *ConversationPlan) requestsPerArrival() float64 {
+	if c == nil || c.Turns < 1 {
+		return 1
+	}
+	return float64(c.Turns)
+}
+
+// loadText describes a row's load: a conversation row's rate counts
+// conversations, and its cap the conversations held at once.
+func (c *ConversationPlan) loadText(l LoadPlan) string {
+	s := l.String()
+	if c == nil || l.Mode != ModeRate {
+		return s
+	}
+	s = strings.Replace(s, " req/s", " conversations/s", 1)
+	return strings.Replace(s, " in flight", " conversations at once", 1)
 }
 
 // growth is the most tokens a conversation adds to its first prompt by its

@@ -310,7 +310,7 @@ func EstimateRow(r *PlannedRow, perRequest time.Duration) Estimate {
 	switch r.Load.Mode {
 	case ModeRate:
 		if r.Requests > 0 {
-			send = time.Duration(float64(r.TotalRequests()) / r.Load.Rate * float64(time.Second))
+			send = time.Duration(float64(r.TotalRequests()) / (r.Load.Rate * r.Conversation.requestsPerArrival()) * float64(time.Second))
 		}
 	case ModeConcurrency:
 		if r.Requests > 0 {

@@ -224,7 +224,7 @@ func (p *RampPlan) Metrics() *metrics.Ramp {
 // LoadString describes the row's load in words, with its prefill cap:
 // "concurrency 64, prefill ≤ 4".
 func (r *PlannedRow) LoadString() string {
-	s := r.Load.String()
+	s := r.Conversation.loadText(r.Load)
 	if r.PrefillConcurrency > 0 {
 		s += fmt.Sprintf(", prefill ≤ %d", r.PrefillConcurrency)
 	}
