@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -250,24 +251,33 @@ func Env(env map[string]string) (kv []string, secrets []string) {
 	return kv, secrets
 }
 
-// Command is a command line as the record shows it: URLs masked
-// (redact.Args) and the value of every flag named like a credential
-// (--api-key KEY, --hf-token=KEY) replaced.
-func Command(argv []string) []string {
-	out := redact.Args(argv)
-	for i, a := range out {
-		if !strings.HasPrefix(a, "-") {
-			continue
+// envRef is a ${NAME} reference in a command-line argument.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Args expands the ${NAME} references in a command line from this
+// process's environment (no shell runs it, so nothing else would), so a
+// key can be passed as --api-key ${VLLM_API_KEY} without being written in
+// the file. secrets are the values read from variables named like
+// credentials or given as a credential flag's value, to be scrubbed.
+func Args(argv []string) (out []string, secrets []string) {
+	out = make([]string, len(argv))
+	for i, a := range argv {
+		credential := false
+		if i > 0 {
+			_, credential = redact.CredentialFlag(argv[i-1])
+			credential = credential && !strings.Contains(argv[i-1], "=")
 		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !redact.SecretName(name) {
-			continue
+		if _, ok := redact.CredentialFlag(a); ok && strings.Contains(a, "=") {
+			credential = true
 		}
-		if hasValue {
-			out[i] = a[:strings.Index(a, "=")+1] + "REDACTED"
-		} else if i+1 < len(out) {
-			out[i+1] = "REDACTED"
-		}
+		out[i] = envRef.ReplaceAllStringFunc(a, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			v := os.Getenv(name)
+			if credential || redact.SecretName(name) {
+				secrets = append(secrets, v)
+			}
+			return v
+		})
 	}
-	return out
+	return out, secrets
 }

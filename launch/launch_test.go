@@ -186,8 +186,12 @@ func TestEnvAndCommandKeepCredentialsOut(t *testing.T) {
 	if len(secrets) != 1 || secrets[0] != "hf_secret_value" {
 		t.Errorf("secrets = %q; want the token only", secrets)
 	}
-	got := strings.Join(Command([]string{"vllm", "serve", "m", "--api-key", "sk-1", "--hf-token=abc", "--port", "8000"}), " ")
-	if got != "vllm serve m --api-key REDACTED --hf-token=REDACTED --port 8000" {
-		t.Errorf("command = %q", got)
+	t.Setenv("VLLM_KEY", "sk-live-1")
+	args, secrets := Args([]string{"vllm", "serve", "${PLAIN}/m", "--api-key", "${VLLM_KEY}", "--port", "8000"})
+	if got := strings.Join(args, " "); got != "vllm serve /opt/models/m --api-key sk-live-1 --port 8000" {
+		t.Errorf("args = %q", got)
+	}
+	if len(secrets) != 1 || secrets[0] != "sk-live-1" {
+		t.Errorf("secrets = %q; want the flag's value only", secrets)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/infermatrix/infermatrix/internal/redact"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 // Scrub makes every file written into the run from now on (WriteFile,
@@ -25,6 +26,14 @@ func (m Manifest) MarshalJSON() ([]byte, error) {
 	c.Command = redact.Args(m.Command)
 	c.Server.Declared.Headers = redact.Headers(m.Server.Declared.Headers)
 	c.Server.Declared.Engine.Flags = redact.Flags(m.Server.Declared.Engine.Flags)
+	c.Server.Declared.Variants = redactVariants(m.Server.Declared.Variants)
+	c.Variants = nil
+	for _, v := range m.Variants {
+		x := *v
+		x.Engine.Flags = redact.Flags(v.Engine.Flags)
+		x.Command = redact.Command(v.Command)
+		c.Variants = append(c.Variants, &x)
+	}
 	urls := make([]string, len(m.Server.Declared.URLs))
 	for i, u := range m.Server.Declared.URLs {
 		urls[i] = redact.URL(u)
@@ -41,4 +50,22 @@ func (m Manifest) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(c)
+}
+
+// redactVariants masks what a variant may carry of a credential: engine
+// flags and a launched command line's credential flags.
+func redactVariants(vs []schema.VariantPlan) []schema.VariantPlan {
+	if vs == nil {
+		return nil
+	}
+	out := append(vs[:0:0], vs...)
+	for i := range out {
+		out[i].Engine.Flags = redact.Flags(out[i].Engine.Flags)
+		if l := out[i].Launch; l != nil {
+			c := *l
+			c.Command = redact.Command(l.Command)
+			out[i].Launch = &c
+		}
+	}
+	return out
 }

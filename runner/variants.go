@@ -246,7 +246,8 @@ func (rs *runState) startLaunch(ctx context.Context, su *serverSetup, v *schema.
 		return nil, err
 	}
 	env, _ := launch.Env(l.Env)
-	info.Command, info.Dir, info.Log = launch.Command(l.Command), l.Dir, logRel
+	argv, _ := launch.Args(l.Command)
+	info.Command, info.Dir, info.Log = redact.Command(l.Command), l.Dir, logRel
 	info.Env = l.Env // as written: a credential only as ${NAME} (schema refuses a literal one)
 	hdr := http.Header{}
 	for k, x := range su.headers {
@@ -256,7 +257,7 @@ func (rs *runState) startLaunch(ctx context.Context, su *serverSetup, v *schema.
 		hdr.Set("Authorization", "Bearer "+su.apiKey)
 	}
 	proc, err := launch.Start(launch.Spec{
-		Command: l.Command, Env: env, Dir: l.Dir, Log: filepath.Join(rs.dir.Path, logRel),
+		Command: argv, Env: env, Dir: l.Dir, Log: filepath.Join(rs.dir.Path, logRel),
 		ReadyURL: l.ReadyURL, ReadyTimeout: l.ReadyTimeout.D(), Header: hdr,
 		StopSignal: l.StopSignal, StopGrace: l.StopGrace.D(),
 	})
@@ -331,7 +332,8 @@ func launchSecrets(plan *schema.Plan) []string {
 	for _, v := range plan.Server.Variants {
 		if v.Launch != nil {
 			_, s := launch.Env(v.Launch.Env)
-			out = append(out, s...)
+			_, a := launch.Args(v.Launch.Command)
+			out = append(append(out, s...), a...)
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ type Variant struct {
 // it from the experiment keeps the configuration under test and the
 // measurement in one reviewed file, and its log in the run directory.
 type Launch struct {
-	Command []string          `yaml:"command" json:"command,omitempty" doc:"The program and its arguments, e.g. [vllm, serve, meta-llama/Llama-3.1-8B-Instruct, --max-num-seqs, '64']; run without a shell, in its own process group." required:"true"`
+	Command []string          `yaml:"command" json:"command,omitempty" doc:"The program and its arguments, e.g. [vllm, serve, meta-llama/Llama-3.1-8B-Instruct, --max-num-seqs, '64']; run without a shell, in its own process group. ${NAME} in an argument reads infermatrix's environment; a credential flag's value (--api-key) must be given so, and is masked in the record." required:"true"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty" doc:"Environment variables added to infermatrix's own for the process. A value may reference infermatrix's environment as ${NAME}; a credential must (a key named like one, e.g. HF_TOKEN, with a literal value is refused), and its value is scrubbed from the log and the record."`
 	Dir     string            `yaml:"dir" json:"dir,omitempty" doc:"Working directory of the process, relative to the experiment file. Default: the experiment file's directory."`
 	Ready   LaunchReady       `yaml:"ready" json:"ready,omitempty" doc:"How infermatrix knows the server is ready."`
@@ -239,6 +239,23 @@ func (r *resolver) launch(path string, l *Launch, urls []string) *LaunchPlan {
 		ReadyTimeout: Duration(DefaultReadyTimeout), StopSignal: l.Stop.Signal, StopGrace: Duration(DefaultStopGrace)}
 	if len(l.Command) == 0 || l.Command[0] == "" {
 		r.problem(path+".command", "give the program and its arguments as a list, e.g. [vllm, serve, MODEL]", "launch needs a command")
+	}
+	for i, a := range l.Command {
+		name, ok := redact.CredentialFlag(a)
+		if !ok {
+			continue
+		}
+		value, j := "", i
+		if _, v, has := strings.Cut(a, "="); has {
+			value = v
+		} else if i+1 < len(l.Command) {
+			value, j = l.Command[i+1], i+1
+		}
+		if value != "" && !envRef.MatchString(value) {
+			// Not quoted back: it may be the credential itself.
+			r.problem(indexPath(path+".command", j), "pass it from infermatrix's environment, e.g. --"+name+" ${VLLM_API_KEY}: the experiment file is copied into every run",
+				"--%s is given a literal value", name)
+		}
 	}
 	if l.Dir != "" {
 		lp.Dir = l.Dir

@@ -110,6 +110,7 @@ server:
     - {name: a}
     - {name: l, urls: [http://127.0.0.1:1/v1], sim: {seed: 3}, launch: {command: [], env: {API_KEY: sk-live-123}}}
     - {name: s, sim: {ttft: 5ms}}
+    - {name: k, urls: [http://127.0.0.1:1/v1], launch: {command: [vllm, serve, --api-key, sk-live-456]}}
 rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 4}]
 `), Options{})
 	if err == nil {
@@ -124,12 +125,13 @@ rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 4}]
 		`server.variants[3].launch.command: launch needs a command`,
 		`server.variants[3].launch.env.API_KEY: API_KEY looks like a credential`,
 		`server.variants[4].sim.ttft`,
+		`server.variants[5].launch.command[3]: --api-key is given a literal value`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("missing %q in:\n%s", want, msg)
 		}
 	}
-	if strings.Contains(msg, "sk-live-123") {
+	if strings.Contains(msg, "sk-live-123") || strings.Contains(msg, "sk-live-456") {
 		t.Errorf("the credential is quoted back:\n%s", msg)
 	}
 }
