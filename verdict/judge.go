@@ -421,10 +421,19 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 		if best != "" {
 			bestLoad = loadOf(plan.Row(best))
 		}
+		// A search's probes hold more load never to help (package
+		// search): one unjudged above a valid failure cannot beat the
+		// operating point.
+		ceiling := math.Inf(1)
+		for _, id := range op.Rejected {
+			if r := plan.Row(id); r != nil && r.Probe != nil {
+				ceiling = math.Min(ceiling, loadOf(r))
+			}
+		}
 		for _, p := range points {
 			rv := d.Row(p.ID)
 			if rv == nil || rv.Verdict == Invalid || rv.Verdict == NotRun || rv.Verdict == Skipped {
-				if loadOf(p) > bestLoad {
+				if loadOf(p) > bestLoad && !(p.Probe != nil && loadOf(p) > ceiling) {
 					op.Unjudged = append(op.Unjudged, p.ID)
 				}
 			}
