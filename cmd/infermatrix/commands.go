@@ -180,6 +180,11 @@ func verdictExit(stdout io.Writer, d *verdict.Decision) error {
 			fmt.Fprintf(stdout, "operating point of %s: %s\n", textsafe.Terminal(op.Base), textsafe.Terminal(op.Row))
 		}
 	}
+	for _, rv := range d.Rows {
+		if rv.Ramp != nil && rv.Ramp.Operating != "" && len(rv.Rules) > 0 {
+			fmt.Fprintf(stdout, "operating step of %s: %s\n", textsafe.Terminal(rv.ID), textsafe.Terminal(rv.Ramp.Operating))
+		}
+	}
 	switch d.Verdict {
 	case verdict.Pass:
 		fmt.Fprintf(stdout, "verdict: PASS (%s)\n", judgedText(d))
