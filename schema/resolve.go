@@ -123,6 +123,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	}
 	plan.Acceptance = r.acceptance(plan.Rows)
 	r.searchRowsWithoutRules(plan.Rows, plan.Acceptance)
+	r.hypothesesOnSearches(plan.Rows)
 	plan.Hypotheses = r.hypotheses(plan.Rows)
 	plan.Validity = r.validity()
 	plan.Telemetry = r.telemetry()

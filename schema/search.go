@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/search"
 )
 
@@ -150,6 +151,30 @@ func (r *resolver) searchRowsWithoutRules(rows []PlannedRow, rules []AcceptanceR
 		if planned && !judged { // a broken search is reported already
 			r.problem(indexPath("rows", i)+".search", "add an acceptance rule for the row, e.g. {name: slo, rows: ["+row.ID+"], expect: ttft.p95 < 1000}",
 				"no acceptance rule judges search row %q: nothing decides which load passes", row.ID)
+		}
+	}
+}
+
+// hypothesesOnSearches refuses a hypothesis that names a search row: the
+// row becomes probes whose loads are known only once it runs, so the name
+// would read nothing and the hypothesis could only be inconclusive.
+func (r *resolver) hypothesesOnSearches(rows []PlannedRow) {
+	searches := map[string]bool{}
+	for _, row := range rows {
+		if row.Search != nil {
+			searches[row.ID] = true
+		}
+	}
+	if len(searches) == 0 {
+		return
+	}
+	for i, h := range r.exp.Hypotheses {
+		for _, op := range metrics.Operands(h.Expect) {
+			if len(op.Path) > 1 && op.Path[0] == "rows" && searches[op.Path[1]] {
+				r.problem(indexPath("hypotheses", i)+".expect", "a search's answer is in analysis.json and the decision record; compare rows of fixed load instead",
+					"%s names search row %s, whose probes are known only when it runs", op.Text, op.Path[1])
+				break
+			}
 		}
 	}
 }

@@ -55,8 +55,11 @@ rows:
   - {id: mixed, rate: {per_second: 1}, search: {concurrency: {min: 1, max: 4}}}
   - {id: norate, search: {rate: {min: 1, max: 4}, resolution: {relative: 0}}}
   - {id: unjudged, search: {concurrency: {min: 1, max: 4}}}
+  - {id: fixed, concurrency: 1}
 acceptance:
   - {name: slo, rows: [both, inverted, zero, swept, repeated, mixed, norate], expect: ttft.p95 < 1000}
+hypotheses:
+  - {id: H1, statement: s, expect: rows.inverted.ttft.p95 > rows.fixed.ttft.p95}
 `), Options{})
 	var probs Problems
 	if !errors.As(err, &probs) {
@@ -72,6 +75,7 @@ acceptance:
 		"rows[5].rate: a concurrency search makes this a closed-loop row, but rate is set",
 		"rows[6].search.resolution: a rate search with no resolution never stops",
 		`rows[7].search: no acceptance rule judges search row "unjudged"`,
+		"hypotheses[0].expect: rows.inverted.ttft.p95 names search row inverted",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("missing %q in:\n%s", want, all)
