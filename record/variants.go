@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
+	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
@@ -115,7 +116,7 @@ func variantServer(p *schema.Plan, vp schema.VariantPlan, info *rundir.VariantIn
 	case vp.Launch != nil && info != nil && len(info.Command) > 0:
 		s.Server = strings.Join(info.Command, " ")
 	case vp.Launch != nil:
-		s.Server = strings.Join(vp.Launch.Command, " ")
+		s.Server = strings.Join(redact.Command(vp.Launch.Command), " ")
 	case vp.Builtin:
 		s.Server = "built-in: " + simDiff(p.Server.Sim, vp.Sim)
 	case len(vp.URLs) > 0:

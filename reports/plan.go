@@ -26,6 +26,7 @@ const (
 // estimated duration, for `infermatrix plan`.
 func WritePlan(w io.Writer, p *schema.Plan) error {
 	fmt.Fprintf(w, "%s: %d row%s\n\n", p.Experiment.Name, len(p.Rows), numfmt.Plural(len(p.Rows)))
+	writePlanVariants(w, p) // reports/variants.go
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROW\tLOAD\tINPUT\tOUTPUT\tREQUESTS\tSTOP\tEST. DURATION\t")
 	var total time.Duration
@@ -131,8 +132,12 @@ func requestLatency(p *schema.Plan, r *schema.PlannedRow) schema.Estimate {
 		// A pooling request is one prefill of all its inputs.
 		in = pooledTokens(r)
 	}
-	if p.Server.Builtin {
-		ttft, tpot, err := p.Server.Sim.Unloaded(in, int(out))
+	builtin, sim := p.Server.Builtin, p.Server.Sim
+	if v := p.Variant(r.Variant); v != nil {
+		builtin, sim = v.Builtin, v.Sim // the variant's own server
+	}
+	if builtin {
+		ttft, tpot, err := sim.Unloaded(in, int(out))
 		if err == nil {
 			return schema.Estimate{Duration: ttft + (out-1)*tpot}
 		}

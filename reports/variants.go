@@ -2,10 +2,14 @@ package reports
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/internal/textsafe"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/record"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // variants writes the Variants section: each question under every server
@@ -155,3 +159,16 @@ const htmlVariantsTemplate = `{{- with .Variants}}
 {{- end}}
 </section>
 {{end}}`
+
+// writePlanVariants lists the server variants a plan runs its rows under,
+// each with what it runs against, in run order.
+func writePlanVariants(w io.Writer, p *schema.Plan) {
+	if len(p.Server.Variants) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "server variants, run in this order (every row once under each, as ROW@VARIANT):\n")
+	for _, v := range record.VariantsOf(p, nil, &metrics.Summary{}, &verdict.Decision{}).Servers {
+		fmt.Fprintf(w, "  %s: %s\n", v.Name, textsafe.Terminal(v.Server))
+	}
+	fmt.Fprintln(w)
+}

@@ -111,6 +111,10 @@ report: {formats: [markdown, json]}
 rows: [{id: one}]
 acceptance: [{name: ok, expect: requests.failed == 0}]
 `+fastRowsValidity)
+	// plan lists the variants in run order, with what each starts.
+	if r := cli(t, context.Background(), "plan", exp); r.code != exitOK || !strings.Contains(r.stdout, "  never: "+self+" -test.run=^$\n  sub: "+self+"\n") {
+		t.Errorf("plan: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	out := filepath.Join(dir, "run")
 	r := cli(t, context.Background(), "run", exp, "--out", out, "--progress", "lines")
 	// The variant that never ran leaves its row unjudged: inconclusive.
