@@ -243,7 +243,7 @@ func rowSummaryFile(dir *rundir.Dir, id string) (*metrics.RowSummary, error) {
 // semantics and timeslice, the row's API and load.
 func rowOptions(plan *schema.Plan, row *schema.PlannedRow, api string, sum *metrics.Summary) metrics.Options {
 	opts := metrics.Options{Percentiles: sum.Percentiles, SLO: sum.SLO, Semantics: sum.Semantics, API: api,
-		Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.Cost.Pricing()}
+		Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.RowPricing(row)}
 	if row.Load.Mode == schema.ModeRate {
 		opts.RequestedRate = row.Load.Rate
 	}

@@ -13,7 +13,7 @@ import (
 func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 	plan := st.plan
 	opts := metrics.Options{Percentiles: plan.Percentiles, SLO: plan.SLO,
-		Semantics: plan.Semantics, API: plan.RowAPI(row), Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.Cost.Pricing()}
+		Semantics: plan.Semantics, API: plan.RowAPI(row), Timeslice: plan.Timeslice.D().Nanoseconds(), Pricing: plan.RowPricing(row)}
 	if row.Load.Mode == schema.ModeRate && row.Conversation == nil {
 		// A conversation row's rate is of conversations; its requests
 		// are their turns, and have no rate of their own to check.

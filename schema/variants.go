@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/redact"
+	"github.com/infermatrix/infermatrix/metrics"
 )
 
 // Variant is one configuration of the server under test. A capacity
@@ -332,4 +333,21 @@ func (p *Plan) Variant(name string) *VariantPlan {
 		}
 	}
 	return nil
+}
+
+// RowPricing is what a row's cost is computed from: the plan's price,
+// except that a built-in variant with its own replicas runs on that many
+// GPUs, and a price per GPU hour scales with them. A GPU count the file
+// declares (server.hardware.count) holds for every variant.
+func (p *Plan) RowPricing(r *PlannedRow) metrics.Pricing {
+	pr := p.Cost.Pricing()
+	v := p.Variant(r.Variant)
+	if v == nil || !v.Builtin || v.Sim.Replicas == 0 || v.Sim.Replicas == pr.GPUs || p.Cost.GPUsFrom == "server.hardware.count" {
+		return pr
+	}
+	if c := p.Experiment.Cost; c != nil && c.USDPerGPUHour != nil {
+		pr.USDPerHour = *c.USDPerGPUHour * float64(v.Sim.Replicas)
+	}
+	pr.GPUs = v.Sim.Replicas
+	return pr
 }

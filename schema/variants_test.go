@@ -135,3 +135,24 @@ rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 4}]
 		t.Errorf("the credential is quoted back:\n%s", msg)
 	}
 }
+
+// A built-in variant with more replicas runs on more GPUs: a price per
+// GPU hour scales with them.
+func TestVariantPricing(t *testing.T) {
+	p, err := Parse("test.yaml", []byte(`apiVersion: infermatrix/v1
+name: t
+server:
+  target: builtin
+  sim: {preset: tiny-fast}
+  variants: [{name: one}, {name: four, sim: {replicas: 4}}]
+cost: {usd_per_gpu_hour: 2}
+rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 4}]
+`), Options{})
+	if err != nil {
+		t.Fatalf("Parse:\n%v", err)
+	}
+	one, four := p.RowPricing(p.Row("r@one")), p.RowPricing(p.Row("r@four"))
+	if one.GPUs != 1 || one.USDPerHour != 2 || four.GPUs != 4 || four.USDPerHour != 8 {
+		t.Errorf("pricing one %+v, four %+v; want 1 GPU at $2/h and 4 at $8/h", one, four)
+	}
+}
