@@ -51,6 +51,12 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 	header = append(header, "requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s",
 		"output_tokens_per_s_per_user", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio",
 		"semantics", "client_bound", "client_cpu", "measurement_error_ms", "input_tokens_diff", "output_tokens_diff", "tokens_mismatch")
+	// A run with search rows says which rows are probes, and of which
+	// search (reports/search.go); other runs keep their columns.
+	probes := probeCells(d)
+	if probes != nil {
+		header = append(header, "probe_of", "probe")
+	}
 	if err := cw.Write(header); err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
@@ -106,6 +112,10 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 			opt(c.ClientCPU, c.Cores > 0), opt(c.MeasurementErrorMS, c.MeasurementErrorMS > 0),
 			opt(tk.Input.Diff, tk.Input.Requests > 0), opt(tk.Output.Diff, tk.Output.Requests > 0),
 			strconv.FormatBool(tk.Mismatch))
+		if probes != nil {
+			p := probes[rs.ID]
+			rec = append(rec, txt(p[0]), p[1])
+		}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv: %w", err)
 		}

@@ -2,9 +2,11 @@ package reports
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 
 	"github.com/infermatrix/infermatrix/record"
 )
@@ -49,4 +51,21 @@ func loadText(r *schema.PlannedRow) string {
 		return r.LoadString() // with a prefill cap, or a conversation row's arrivals
 	}
 	return fmt.Sprintf("%s (probe %d of search %s)", r.Load, r.Probe.Index, r.Probe.Search)
+}
+
+// probeCells is, for a run with search rows, each probe's search row and
+// place in the search, as summary.csv's probe_of and probe cells; nil for
+// a run without probes.
+func probeCells(d *verdict.Decision) map[string][2]string {
+	var out map[string][2]string
+	for _, rv := range d.Rows {
+		if rv.Search == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string][2]string{}
+		}
+		out[rv.ID] = [2]string{rv.Search, strconv.Itoa(rv.Probe)}
+	}
+	return out
 }

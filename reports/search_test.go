@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,17 @@ acceptance:
 	sa := in.Analysis.Searches[0]
 	if sa.Status != "bracketed" || *sa.PassingValue != 2 || *sa.FailingValue != 3 || len(sa.Probes) != 4 {
 		t.Fatalf("search %+v; want [2, 3] after probes 1, 2, 4, 3", sa)
+	}
+	if rv := in.Decision.Row("sat/c=4"); rv == nil || rv.Search != "sat" || rv.Probe != 3 || rv.Verdict != "rejected" {
+		t.Errorf("decision of sat/c=4: %+v; want probe 3 of sat, rejected", rv)
+	}
+	var csvOut bytes.Buffer
+	if err := WriteCSV(&csvOut, in.Summary, in.Decision); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(csvOut.String(), "\n")
+	if !strings.HasSuffix(lines[0], ",probe_of,probe") || !strings.HasPrefix(lines[1], "sat/c=1,sat,") || !strings.HasSuffix(lines[1], ",sat,1") {
+		t.Errorf("summary.csv does not mark probes:\n%s\n%s", lines[0], lines[1])
 	}
 	md := markdownOf(t, in)
 	for _, want := range []string{

@@ -121,6 +121,10 @@ func (d *Decision) ByVerdict() map[string][]string {
 type RowVerdict struct {
 	ID      string `json:"id"`
 	Verdict string `json:"verdict"`
+	// Search and Probe mark a search's probe: the search row's id and
+	// the probe's place in the search (from 1).
+	Search string `json:"search,omitempty"`
+	Probe  int    `json:"probe,omitempty"`
 	// Validity says whether the row's figures can be trusted, and if not
 	// why; every row that ran has one, rules or not.
 	Validity validity.Verdict `json:"validity"`
@@ -243,6 +247,9 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 		d.Sent += rs.Requests.Sent - rs.Requests.Canceled
 		d.Failed += rs.Errors.Total
 		rv := RowVerdict{ID: rs.ID}
+		if r := plan.Row(rs.ID); r != nil && r.Probe != nil {
+			rv.Search, rv.Probe = r.Probe.Search, r.Probe.Index
+		}
 		rv.Validity = validity.Row(validity.Input{Row: plan.Row(rs.ID), Summary: rs, Rules: rules[rs.ID], Config: plan.Validity})
 		ran := rs.Status != metrics.RowNotRun && rs.Status != metrics.RowFailed
 		if ran {
