@@ -58,7 +58,15 @@ func (p *progress) begin() {
 	p.last = p.start
 	r := p.row
 	parts := []string{r.Stop(), r.LoadString()}
-	if r.Input.Mean > 0 || len(r.Input.Values) > 0 {
+	switch {
+	case r.Batch > 0:
+		// An embeddings or rerank row: inputs per request, no output.
+		in := fmt.Sprintf("%d inputs of %s tokens", r.Batch, r.Input)
+		if r.Query != nil {
+			in += fmt.Sprintf(" against a query of %s", r.Query)
+		}
+		parts = append(parts, in)
+	case r.Input.Mean > 0 || len(r.Input.Values) > 0:
 		parts = append(parts, fmt.Sprintf("%s→%s tokens", r.Input, r.Output))
 	}
 	p.logf("row %s: %s", p.name, strings.Join(parts, ", "))
