@@ -146,6 +146,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	maxConns := 0
 	for _, row := range plan.Rows {
 		maxConns = max(maxConns, row.Load.Concurrency, row.Load.MaxConcurrency)
+		if row.Search != nil && row.Search.Vary == schema.ModeConcurrency {
+			maxConns = max(maxConns, int(row.Search.Max)) // its probes go up to max
+		}
 		if (row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace) && row.Load.MaxConcurrency == 0 {
 			// An uncapped open-loop row has no bound on requests in flight;
 			// keep enough idle connections that a busy second does not pay

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -45,7 +46,7 @@ func (st *runState) runSearch(ctx context.Context, t *schema.PlannedRow, index, 
 		placeholder.Status, placeholder.Error = metrics.RowFailed, err.Error()
 		return placeholder, false, fmt.Errorf("search: %w", err)
 	}
-	st.logf("search %s: %s, worst case %d probes", t.ID, t.Search, search.WorstCase(t.Search.Strategy()))
+	st.logf("search %s: %s, worst case %d probes", t.ID, strings.TrimPrefix(t.Search.String(), "search "), search.WorstCase(t.Search.Strategy()))
 	for k := 1; ; k++ {
 		v, ok := s.Next()
 		if !ok {
