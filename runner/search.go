@@ -62,6 +62,7 @@ func (st *runState) runSearch(ctx context.Context, t *schema.PlannedRow, index, 
 		pst.plan = pp
 		sr.count++
 		sum, interrupted, err := pst.runRow(ctx, &pp.Rows[0], len(st.plan.Rows)+sr.count, trial, cl)
+		sum.Error = st.secrets.String(sum.Error)
 		sr.probes[t.ID] = append(sr.probes[t.ID], probe)
 		sr.sums[t.ID] = append(sr.sums[t.ID], sum)
 		sr.note(st)
