@@ -81,7 +81,7 @@ func WriteXLSX(w io.Writer, in *Input) error {
 	x := &xlsxWriter{in: in, d: d, f: excelize.NewFile(), styles: map[xlsxStyleKey]int{}, used: map[string]bool{}}
 	defer x.f.Close()
 	x.f.SetZipWriter(func(w io.Writer) excelize.ZipWriter { return newXLSXSortedZip(w) })
-	steps := []func() error{x.sheets, x.summary, x.acceptance, x.predictions, x.telemetry, x.diagnosisSheet, x.charts, x.records, x.metadata, x.properties}
+	steps := []func() error{x.sheets, x.summary, x.acceptance, x.variants, x.predictions, x.telemetry, x.diagnosisSheet, x.charts, x.records, x.metadata, x.properties}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return fmt.Errorf("write xlsx: %w", err)
