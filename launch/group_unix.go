@@ -14,6 +14,7 @@ import (
 // pools) and a Ctrl-C meant for infermatrix does not hit it first.
 func setGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	parentDeath(cmd.SysProcAttr)
 }
 
 func signalNamed(name string) (syscall.Signal, error) {
