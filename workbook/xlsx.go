@@ -360,11 +360,16 @@ func (x *xlsxWriter) summary() error {
 	}
 	verdicts := map[string]string{}
 	valid := map[string]*verdict.RowVerdict{}
+	probed := false // a search's probes say so (verdict.RowVerdict.Search)
 	if x.d != nil {
 		for i, rv := range x.d.Rows {
 			verdicts[rv.ID] = rv.Verdict
 			valid[rv.ID] = &x.d.Rows[i]
+			probed = probed || rv.Search != ""
 		}
+	}
+	if probed {
+		cols = append(cols, xlsxColumn{"Probe of search", 16, xlsxKindText}, xlsxColumn{"Probe", 6, xlsxKindInt})
 	}
 	x.summaryLine = map[string]int{}
 	var lines [][]any
@@ -405,6 +410,13 @@ func (x *xlsxWriter) summary() error {
 		}
 		if priced {
 			vals = append(vals, xlsxCostCells(rs)...)
+		}
+		if probed {
+			if rv := valid[rs.ID]; rv != nil && rv.Search != "" {
+				vals = append(vals, xlsxStr(rv.Search), rv.Probe)
+			} else {
+				vals = append(vals, nil, nil)
+			}
 		}
 		lines = append(lines, vals)
 		fills = append(fills, xlsxVerdictFill(verdicts[rs.ID]))
