@@ -210,14 +210,18 @@ func analyzeSweeps(in *input) []SweepAnalysis {
 			if v != verdict.Pass || rs == nil {
 				continue
 			}
-			if tp := rs.Throughput.OutputTokensPerS; tp > bestTP {
+			if tp := rs.Throughput.WorkPerS(); tp > bestTP {
 				best, bestTP = id, tp
 			}
 		}
 		switch {
 		case best != "":
 			sa.OperatingPoint = best
-			why = append(why, fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid rows that pass acceptance", best, numfmt.Num(bestTP)))
+			what := "output"
+			if rs := rowSummary(in.Summary, best); rs != nil && rs.Throughput.InputsPerS > 0 {
+				what = "input" // an embeddings or rerank sweep
+			}
+			why = append(why, fmt.Sprintf("operating point `%s`: the highest %s throughput (%s tok/s) of the valid rows that pass acceptance", best, what, numfmt.Num(bestTP)))
 		case judged:
 			why = append(why, "no operating point: no valid row of the sweep passes acceptance")
 		case invalid:
@@ -273,7 +277,7 @@ func findKnee(in *input, idx []int) (string, string) {
 				return false // its figures cannot place a knee
 			}
 		}
-		return rs != nil && (rs.Status == metrics.RowComplete || rs.Status == metrics.RowInterrupted) && rs.Throughput.OutputTokensPerS > 0
+		return rs != nil && (rs.Status == metrics.RowComplete || rs.Status == metrics.RowInterrupted) && rs.Throughput.WorkPerS() > 0
 	}
 	var walk []*schema.PlannedRow
 	for _, i := range idx {
@@ -292,7 +296,7 @@ func findKnee(in *input, idx []int) (string, string) {
 		if lb <= la {
 			continue
 		}
-		ta, tb := sa.Throughput.OutputTokensPerS, sb.Throughput.OutputTokensPerS
+		ta, tb := sa.Throughput.WorkPerS(), sb.Throughput.WorkPerS()
 		if ta <= 0 {
 			continue
 		}

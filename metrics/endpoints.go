@@ -82,3 +82,14 @@ func EndpointUses(src string) []EndpointUse {
 	})
 	return out
 }
+
+// WorkPerS is the throughput of the tokens the row's endpoint exists to
+// process: output tokens per second for chat and completions, input tokens
+// per second for an embeddings or rerank row (InputsPerS set), which
+// generates none. A sweep's operating point and knee are read on it.
+func (t Throughput) WorkPerS() float64 {
+	if t.InputsPerS > 0 {
+		return t.InputTokensPerS
+	}
+	return t.OutputTokensPerS
+}

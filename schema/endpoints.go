@@ -51,6 +51,10 @@ func (r *resolver) endpoint(row *Row, rowPath string, m *merged, p *PlannedRow) 
 			r.problem(m.at("batch"), "batch is the inputs per embeddings or rerank request; set api: embeddings or rerank, or remove it",
 				"batch applies only to api embeddings or rerank, and this row calls %s", api)
 		}
+		if row.Sweep != nil && len(row.Sweep.Batch) > 0 {
+			r.problem(rowPath+".sweep.batch", "batch is the inputs per embeddings or rerank request; set api: embeddings or rerank, or remove it",
+				"sweep.batch applies only to api embeddings or rerank, and this row calls %s", api)
+		}
 		if m.QueryTokens != nil && own("query_tokens") {
 			r.problem(m.at("query_tokens"), "query_tokens is a rerank query's length; set api: rerank, or remove it",
 				"query_tokens applies only to api rerank, and this row calls %s", api)
@@ -60,6 +64,9 @@ func (r *resolver) endpoint(row *Row, rowPath string, m *merged, p *PlannedRow) 
 	p.Batch = 1
 	if m.Batch != nil {
 		p.Batch = *m.Batch
+	}
+	if row.Sweep != nil && len(row.Sweep.Batch) > 0 && m.Batch != nil && own("batch") {
+		r.problem(m.at("batch"), "the sweep sets it; remove one", "batch is both set and swept")
 	}
 	refuse := func(key, what string) {
 		if own(key) {

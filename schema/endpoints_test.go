@@ -15,7 +15,11 @@ rows:
   - {id: chat}
   - {id: emb, api: embeddings, batch: 16}
   - {id: rr, api: rerank, query_tokens: 12}
+  - {id: sw, api: embeddings, sweep: {batch: [4, 64], concurrency: [2]}}
 `, Options{})
+	if len(p.Rows) != 5 || p.Rows[3].ID != "sw/c=2,batch=4" || p.Rows[3].Batch != 4 || p.Rows[4].Batch != 64 {
+		t.Errorf("batch sweep: %d rows, %s batch %d", len(p.Rows), p.Rows[3].ID, p.Rows[3].Batch)
+	}
 	chat, emb, rr := &p.Rows[0], &p.Rows[1], &p.Rows[2]
 	if p.RowAPI(chat) != "chat" || chat.Batch != 0 || !chat.Streaming || chat.Output.Mean != 8 {
 		t.Errorf("chat: api %s batch %d streaming %v output %+v", p.RowAPI(chat), chat.Batch, chat.Streaming, chat.Output)
@@ -45,6 +49,8 @@ rows:
   - {id: g, input_tokens: 8, body: {input: x}}
   - {id: h, input_tokens: 8, sweep: {output_tokens: [1, 2]}}
   - {id: i, input_tokens: 8, api: rerank, query_tokens: 2}
+  - {id: j, api: chat, input_tokens: 8, output_tokens: 8, sweep: {batch: [2, 4]}}
+  - {id: k, input_tokens: 8, batch: 2, sweep: {batch: [2, 4]}}
 acceptance:
   - {name: gen, rows: [i], expect: "e2e.p95 < 100 && ttft.p95 < 10"}
   - {name: inputs, rows: [f], expect: throughput.inputs_per_s > 10}
@@ -73,6 +79,8 @@ hypotheses:
 		"acceptance[0].expect: ttft.p95: row i calls rerank, which generates no token",
 		"acceptance[1].expect: throughput.inputs_per_s: row f calls chat",
 		"hypotheses[0].expect: rows.i.itl.p50: row i calls rerank",
+		"rows[9].sweep.batch: sweep.batch applies only to api embeddings or rerank, and this row calls chat",
+		"rows[10].batch: batch is both set and swept",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("missing %q in:\n%s", want, all)

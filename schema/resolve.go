@@ -476,7 +476,7 @@ func (r *resolver) checkDefaults() {
 // sweepDims is the canonical order of sweep dimensions, which fixes row ids
 // whatever order the file lists them in.
 var sweepDims = []struct{ key, short string }{
-	{"concurrency", "c"}, {"rate", "r"}, {"input_tokens", "in"}, {"output_tokens", "out"},
+	{"concurrency", "c"}, {"rate", "r"}, {"input_tokens", "in"}, {"output_tokens", "out"}, {"batch", "batch"},
 }
 
 type sweepPoint struct {
@@ -511,6 +511,9 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged, room int) []Plann
 	for _, v := range sw.OutputTokens {
 		lists["output_tokens"] = append(lists["output_tokens"], float64(v))
 	}
+	for _, v := range sw.Batch {
+		lists["batch"] = append(lists["batch"], float64(v)) // embeddings and rerank rows (endpoints.go)
+	}
 	var dims []string
 	for _, d := range sweepDims {
 		vals := lists[d.key]
@@ -538,7 +541,7 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged, room int) []Plann
 		}
 	}
 	if len(dims) == 0 {
-		if len(r.d.meant[swPath]) == 0 && !r.anyWritten(swPath, "concurrency", "rate", "input_tokens", "output_tokens") {
+		if len(r.d.meant[swPath]) == 0 && !r.anyWritten(swPath, "concurrency", "rate", "input_tokens", "output_tokens", "batch") {
 			r.problem(swPath, "list values, e.g. sweep: {concurrency: [1, 4, 16]}", "empty sweep")
 		}
 		r.checkLoad(rowPath, m, nil)
@@ -615,6 +618,8 @@ func (r *resolver) expand(row *Row, rowPath string, m *merged, room int) []Plann
 			case "output_tokens":
 				pr.Output.Mean = int(sp.value)
 				pr.Output.Values = nil
+			case "batch":
+				pr.Batch = int(sp.value)
 			}
 		}
 		pr.ID = row.ID + "/" + strings.Join(parts, ",")

@@ -354,6 +354,7 @@ type Sweep struct {
 	Rate         []float64 `yaml:"rate" json:"rate,omitempty" doc:"Arrival rates per second (the row's rate settings apply); suffix r=N." minimum:"0.0001" maximum:"1000000"`
 	InputTokens  []int     `yaml:"input_tokens" json:"input_tokens,omitempty" doc:"Mean input lengths; suffix in=N." minimum:"1" maximum:"10000000"`
 	OutputTokens []int     `yaml:"output_tokens" json:"output_tokens,omitempty" doc:"Mean output lengths; suffix out=N." minimum:"1" maximum:"10000000"`
+	Batch        []int     `yaml:"batch" json:"batch,omitempty" doc:"Embeddings and rerank rows: inputs per request; suffix batch=N." minimum:"1" maximum:"10000"`
 }
 
 // Acceptance is a pass/fail rule for rows.

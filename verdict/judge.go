@@ -416,7 +416,7 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 			}
 			switch rv.Verdict {
 			case Pass:
-				if tp := rs.Throughput.OutputTokensPerS; best == "" || tp > bestTP {
+				if tp := rs.Throughput.WorkPerS(); best == "" || tp > bestTP { // input tokens for embeddings and rerank
 					best, bestTP = p.ID, tp
 				}
 			case Rejected:
@@ -448,7 +448,11 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 		switch {
 		case best != "" && len(op.Unjudged) == 0:
 			op.Verdict = Pass
-			op.Why = fmt.Sprintf("operating point `%s`: the highest output throughput (%s tok/s) of the valid points that pass", best, numfmt.Num(bestTP))
+			what := "output"
+			if rs := s.Row(best); rs != nil && rs.Throughput.InputsPerS > 0 {
+				what = "input" // an embeddings or rerank sweep (metrics.Throughput.WorkPerS)
+			}
+			op.Why = fmt.Sprintf("operating point `%s`: the highest %s throughput (%s tok/s) of the valid points that pass", best, what, numfmt.Num(bestTP))
 			if len(op.Rejected) > 0 {
 				op.Why += fmt.Sprintf("; rejected (past capacity): `%s`", strings.Join(op.Rejected, "`, `"))
 			}
