@@ -318,7 +318,7 @@ func TestErrors(t *testing.T) {
 		{"n above one", "/completions", `{"prompt":"hi","n":2}`, 400, "BadRequestError", "n=2"},
 		{"stream options without stream", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "BadRequestError", "Stream options"},
 		{"unknown model", "/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "NotFoundError", "The model `gpt-9` does not exist."},
-		{"unknown path", "/embeddings", `{}`, 404, "NotFoundError", "Not Found"},
+		{"unknown path", "/audio/transcriptions", `{}`, 404, "NotFoundError", "Not Found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
