@@ -97,7 +97,7 @@ func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision, an *ana
 		} else if op := ops[g.base]; op != nil {
 			text = operatingAnswer(op, planned[op.Row], rows[op.Row])
 		} else {
-			text = rowsAnswer(d, rows, g.ids)
+			text = rowsAnswer(d, planned, rows, g.ids)
 		}
 		a.Lines = append(a.Lines, AnswerLine{Question: g.question, Base: g.base, Text: text})
 	}
@@ -161,33 +161,69 @@ func LoadPhrase(pr *schema.PlannedRow) string {
 	return ""
 }
 
-// rowsAnswer is the answer of a written row without an operating point:
-// each of its rows' verdict with its figures, or the rule it failed (a
-// sweep without an operating_point rule lists its points).
-func rowsAnswer(d *verdict.Decision, rows map[string]*metrics.RowSummary, ids []string) string {
-	var parts []string
+// rowsAnswer is the answer of a written row without an operating point
+// or a search: a single row's verdict with its figures or the clause it
+// failed; a sweep's busiest passing point with its figures, then each
+// point that did not pass and why (at most a few, then a count), so a
+// long sweep still answers in a sentence.
+func rowsAnswer(d *verdict.Decision, planned map[string]*schema.PlannedRow, rows map[string]*metrics.RowSummary, ids []string) string {
+	if len(ids) == 1 {
+		return rowAnswer(d, rows, ids[0]) + "."
+	}
+	busiest := ""
+	passing := 0
 	for _, id := range ids {
-		rv, rs := d.Row(id), rows[id]
-		if rv == nil || rs == nil || rv.Verdict == verdict.NotRun {
-			parts = append(parts, fmt.Sprintf("`%s` did not run", id))
+		if rv := d.Row(id); rv != nil && rv.Verdict == verdict.Pass && rows[id] != nil {
+			busiest = id
+			passing++
+		}
+	}
+	var parts []string
+	if busiest != "" {
+		load := LoadPhrase(planned[busiest])
+		if load != "" {
+			load = " at " + load
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d points pass, the busiest `%s`%s: %s", passing, len(ids), busiest, load, Headline(rows[busiest])))
+	} else {
+		parts = append(parts, fmt.Sprintf("none of %d points passes", len(ids)))
+	}
+	const shown = 3
+	var rest []string
+	for _, id := range ids {
+		if rv := d.Row(id); rv != nil && rv.Verdict == verdict.Pass {
 			continue
 		}
-		var t string
-		switch rv.Verdict {
-		case verdict.Skipped:
-			t = fmt.Sprintf("`%s` was left out of this run", id)
-		case verdict.Invalid:
-			t = fmt.Sprintf("`%s` cannot be judged: %s", id, strings.TrimSuffix(ValidityText(rv), "."))
-		case verdict.Pass:
-			t = fmt.Sprintf("`%s` passes: %s", id, Headline(rs))
-		case verdict.Fail, verdict.Rejected:
-			t = fmt.Sprintf("`%s` fails %s", id, FailedRules(rv))
-		default:
-			t = fmt.Sprintf("`%s` (no rules): %s", id, Headline(rs))
+		rest = append(rest, id)
+	}
+	for i, id := range rest {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more not passing", len(rest)-shown))
+			break
 		}
-		parts = append(parts, t)
+		parts = append(parts, rowAnswer(d, rows, id))
 	}
 	return strings.Join(parts, "; ") + "."
+}
+
+// rowAnswer is one row's verdict in a clause: its figures when it passes
+// or has no rules, the clause it failed, why it cannot be judged.
+func rowAnswer(d *verdict.Decision, rows map[string]*metrics.RowSummary, id string) string {
+	rv, rs := d.Row(id), rows[id]
+	if rv == nil || rs == nil || rv.Verdict == verdict.NotRun {
+		return fmt.Sprintf("`%s` did not run", id)
+	}
+	switch rv.Verdict {
+	case verdict.Skipped:
+		return fmt.Sprintf("`%s` was left out of this run", id)
+	case verdict.Invalid:
+		return fmt.Sprintf("`%s` cannot be judged: %s", id, strings.TrimSuffix(ValidityText(rv), "."))
+	case verdict.Pass:
+		return fmt.Sprintf("`%s` passes: %s", id, Headline(rs))
+	case verdict.Fail, verdict.Rejected:
+		return fmt.Sprintf("`%s` fails %s", id, FailedRules(rv))
+	}
+	return fmt.Sprintf("`%s` (no rules): %s", id, Headline(rs))
 }
 
 // FailedRules names a row's failed rules with the values that failed

@@ -185,7 +185,7 @@ func TestHTMLInChromium(t *testing.T) {
 		if len(r.Images) != len(plots) {
 			t.Errorf("%d images in the page; want %d", len(r.Images), len(plots))
 		}
-		want := []string{"hypotheses", "verdict", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
+		want := []string{"verdict", "hypotheses", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
 			"predictions", "acceptance", "rejected-rows", "diagnosis", "client-self-check", "plots", "reproduce"}
 		if strings.Join(r.Sections, " ") != strings.Join(want, " ") {
 			t.Errorf("sections %v; want %v", r.Sections, want)

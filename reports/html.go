@@ -621,10 +621,10 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </section>
 {{range .Description}}<p class="lead">{{template "segs" .}}</p>{{end}}
 <nav class="toc" aria-label="Sections">
+<a href="#verdict">Verdict</a>
 {{- if .Hypotheses}}
 <a href="#hypotheses">Hypotheses</a>
 {{- end}}
-<a href="#verdict">Verdict</a>
 {{- if .Sweeps}}
 <a href="#operating-point">Operating point</a>
 {{- end}}

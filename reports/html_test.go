@@ -149,7 +149,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	}
 
 	// The sections, in decision.md's order.
-	order := []string{"hypotheses", "verdict", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
+	order := []string{"verdict", "hypotheses", "operating-point", "validity", "server-and-run", "workload-matrix", "results",
 		"predictions", "acceptance", "rejected-rows", "client-self-check", "plots", "reproduce"}
 	last := -1
 	for _, id := range order {
