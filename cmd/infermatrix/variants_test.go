@@ -176,3 +176,11 @@ func writeFileT(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+// vLLM's pair of prefix-caching flags cannot both be given.
+func TestSimPrefixCachingFlags(t *testing.T) {
+	r := cli(t, context.Background(), "sim", "--enable-prefix-caching", "--no-enable-prefix-caching", "--addr", "127.0.0.1:0")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "contradict") {
+		t.Errorf("exit %d\n%s", r.code, r.stderr)
+	}
+}
