@@ -416,7 +416,14 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 			}
 			switch rv.Verdict {
 			case Pass:
-				if tp := rs.Throughput.WorkPerS(); best == "" || tp > bestTP { // input tokens for embeddings and rerank
+				tp := rs.Throughput.WorkPerS() // input tokens for embeddings and rerank
+				better := best == "" || tp > bestTP
+				if p.Probe != nil && best != "" {
+					// A search's operating point is its answer: the
+					// highest load that passes (analysis restates it).
+					better = loadOf(p) > loadOf(plan.Row(best))
+				}
+				if better {
 					best, bestTP = p.ID, tp
 				}
 			case Rejected:
@@ -453,6 +460,9 @@ func judgeOperatingPoints(plan *schema.Plan, s *metrics.Summary, d *Decision) []
 				what = "input" // an embeddings or rerank sweep (metrics.Throughput.WorkPerS)
 			}
 			op.Why = fmt.Sprintf("operating point `%s`: the highest %s throughput (%s tok/s) of the valid points that pass", best, what, numfmt.Num(bestTP))
+			if r := plan.Row(best); r != nil && r.Probe != nil {
+				op.Why = fmt.Sprintf("operating point `%s`: the highest load of the search's probes that pass (%s %s tok/s)", best, numfmt.Num(bestTP), what)
+			}
 			if len(op.Rejected) > 0 {
 				op.Why += fmt.Sprintf("; rejected (past capacity): `%s`", strings.Join(op.Rejected, "`, `"))
 			}

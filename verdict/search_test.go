@@ -58,6 +58,13 @@ func TestSearchProbesJudged(t *testing.T) {
 	if len(d.OperatingPoints) != 1 || d.OperatingPoints[0].Row != "sat/c=16" {
 		t.Errorf("operating points %+v; want sat/c=16", d.OperatingPoints)
 	}
+	// The operating point is the search's answer, the highest passing
+	// load, even where a lower probe happened to put out more.
+	plan, sum = searchFixture(t, []int{4, 8, 16, 12}, []float64{50, 60, 300, 100})
+	sum.Rows[1].Throughput.OutputTokensPerS = 5000
+	if d := verdict.Judge(plan, sum); len(d.OperatingPoints) != 1 || d.OperatingPoints[0].Row != "sat/c=12" || !strings.Contains(d.OperatingPoints[0].Why, "highest load") {
+		t.Errorf("operating points %+v; want sat/c=12, the highest passing load", d.OperatingPoints)
+	}
 
 	plan, sum = searchFixture(t, []int{4, 8, 16, 12}, []float64{50, 60, 300, 0})
 	if d := verdict.Judge(plan, sum); d.Verdict != verdict.Inconclusive || !strings.Contains(strings.Join(d.Why, " "), "sat") {
