@@ -101,13 +101,56 @@ func AnswerOf(p *schema.Plan, sum *metrics.Summary, d *verdict.Decision, an *ana
 		}
 		a.Lines = append(a.Lines, AnswerLine{Question: g.question, Base: g.base, Text: text})
 	}
+	if len(p.Server.Variants) > 0 {
+		a.Lines = variantAnswers(a.Lines, VariantsOf(p, nil, sum, d))
+	}
 	return a
 }
 
-// Sentence is the answer's first sentence: the verdict and how many
-// rows it rests on.
-func (a *Answer) Sentence(d *verdict.Decision) string {
-	return fmt.Sprintf("**%s.** %s", a.Headline, VerdictDetail(d))
+// variantAnswers folds each question's answers under every server variant
+// into one line: the best variant's answer first, then the variants
+// rejected and why (VariantsOf judges which is best), so the answer
+// names the configuration to run as well as what it holds.
+func variantAnswers(lines []AnswerLine, vs *Variants) []AnswerLine {
+	if vs == nil {
+		return lines
+	}
+	text := map[string]string{}
+	for _, l := range lines {
+		text[l.Base] = l.Text
+	}
+	var out []AnswerLine
+	for _, q := range vs.Questions {
+		var parts []string
+		if q.Best != "" {
+			t, ok := text[q.Base+schema.VariantSuffix(q.Best)]
+			if !ok {
+				continue // the question is not one the answer covers
+			}
+			parts = append(parts, fmt.Sprintf("best variant `%s` (%s): %s", q.Best, q.BestWhy, strings.TrimSuffix(t, ".")))
+		} else {
+			answered := false
+			for _, c := range q.Cells {
+				if t, ok := text[q.Base+schema.VariantSuffix(c.Variant)]; ok {
+					parts = append(parts, fmt.Sprintf("under `%s`, %s", c.Variant, strings.TrimSuffix(t, ".")))
+					answered = true
+				}
+			}
+			if !answered {
+				continue
+			}
+			parts = append([]string{"no variant is accepted"}, parts...)
+			out = append(out, AnswerLine{Question: q.Question, Base: q.Base, Text: strings.Join(parts, "; ") + "."})
+			continue
+		}
+		for _, c := range q.Cells {
+			if !c.Accepted {
+				parts = append(parts, fmt.Sprintf("`%s` rejected: %s", c.Variant, strings.TrimSuffix(c.Why, ".")))
+			}
+		}
+		out = append(out, AnswerLine{Question: q.Question, Base: q.Base, Text: strings.Join(parts, "; ") + "."})
+	}
+	return out
 }
 
 func hasRules(d *verdict.Decision, ids []string) bool {

@@ -250,7 +250,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		Description: descriptionSegs(exp.Description),
 		Interrupted: sum.Interrupted,
 		Verdict:     htmlVerdictOf(d),
-		Answer:      htmlAnswerOf(withVariants(record.AnswerOf(p, sum, d, in.Analysis), record.VariantsOf(p, in.Manifest, sum, d))),
+		Answer:      htmlAnswerOf(record.AnswerOf(p, sum, d, in.Analysis)),
 		Variants:    htmlVariantsOf(record.VariantsOf(p, in.Manifest, sum, d)),
 		Facts:       record.RunFacts(man),
 		SHA256:      man.Experiment.SHA256,

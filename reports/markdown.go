@@ -70,7 +70,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 	// read the decision; everything below is its evidence.
 	m.verdict(d, sum)
 	vars := record.VariantsOf(p, man, sum, d)
-	m.answer(withVariants(record.AnswerOf(p, sum, d, in.Analysis), vars))
+	m.answer(record.AnswerOf(p, sum, d, in.Analysis))
 	// The description is the experiment's own prose, shown as text:
 	// its paragraphs stay, its markup does not (docs/experiment-format.md).
 	if d := textsafe.Markdown(exp.Description); d != "" {

@@ -67,39 +67,6 @@ func variantNote(c record.VariantCell) string {
 	return strings.Join(parts, "; ")
 }
 
-// withVariants answers each question once for all variants: its best
-// variant, then each variant's own answer (the lines AnswerOf gives per
-// row@variant), so that the reader compares them in one place.
-func withVariants(a *record.Answer, v *record.Variants) *record.Answer {
-	if v == nil {
-		return a
-	}
-	perVariant := map[string]string{} // base@variant → its answer
-	var kept []record.AnswerLine
-	for _, l := range a.Lines {
-		if schema.WithoutVariant(l.Base) != l.Base {
-			perVariant[l.Base] = l.Text
-			continue
-		}
-		kept = append(kept, l)
-	}
-	a.Lines = kept
-	for i, s := range v.Sentences() {
-		q := v.Questions[i]
-		text := s
-		for _, c := range q.Cells {
-			if t, ok := perVariant[q.Base+schema.VariantSuffix(c.Variant)]; ok {
-				text += fmt.Sprintf(" `%s`: %s", c.Variant, t)
-				if !strings.HasSuffix(t, ".") {
-					text += "."
-				}
-			}
-		}
-		a.Lines = append(a.Lines, record.AnswerLine{Question: q.Question, Base: q.Base, Text: text})
-	}
-	return a
-}
-
 // htmlVariants is the Variants section as report.html shows it.
 type htmlVariants struct {
 	Intro     string
