@@ -281,7 +281,7 @@ func (t *rowTelemetry) xRange() (float64, float64) {
 // the measured window, which is all the timeslices cover; the gauges
 // show the warmup before it and the drain after, so that what the
 // window began with (a full cache, a queue left by the warmup) is seen.
-func telemetryFigure(rs *metrics.RowSummary, slo float64, t *rowTelemetry) *figure {
+func telemetryFigure(rs *metrics.RowSummary, slo float64, t *rowTelemetry, pooled bool) *figure {
 	decor, phaseLegend, shaded := t.decor()
 	var panels []*plot.Plot
 	var legend []legendItem
@@ -292,12 +292,16 @@ func telemetryFigure(rs *metrics.RowSummary, slo float64, t *rowTelemetry) *figu
 	}
 	subtitle += ", on the row's clock."
 	if len(rs.Timeslices.Slices) >= minTimeslices {
-		ps, lg, x0, x1 := slicePanels(rs, slo, 0, decor)
+		ps, lg, x0, x1 := slicePanels(rs, slo, 0, decor, pooled)
 		if len(ps) > 0 {
 			panels, legend = ps, lg
 			lo, hi = math.Min(lo, x0), math.Max(hi, x1)
 			subtitle = "Above, the client's slices of " + fmtNum(rs.Timeslices.WidthS) +
 				" s: TTFT by first token, output tokens by arrival. Below, the server's and the GPUs' gauges at each scrape"
+			if pooled {
+				subtitle = "Above, the client's slices of " + fmtNum(rs.Timeslices.WidthS) +
+					" s: requests by when they ended (an embeddings or rerank row has no TTFT or output tokens). Below, the server's and the GPUs' gauges at each scrape"
+			}
 			if rs.Server != nil && rs.Server.IntervalS > 0 {
 				subtitle += " (every " + fmtNum(rs.Server.IntervalS) + " s)"
 			}

@@ -204,7 +204,7 @@ func TestTelemetryPlotPanels(t *testing.T) {
 			if !c.slices {
 				rs.Timeslices = metrics.Timeslices{}
 			}
-			f := timesliceFigure(&rs, 400, nil)
+			f := timesliceFigure(&rs, 400, nil, false)
 			if f == nil {
 				t.Fatal("no chart")
 			}
@@ -220,7 +220,7 @@ func TestTelemetryPlotPanels(t *testing.T) {
 		rs := *base
 		addTelemetry(&rs, 16, map[string]bool{})
 		rs.Timeslices = metrics.Timeslices{}
-		if f := timesliceFigure(&rs, 400, nil); f != nil {
+		if f := timesliceFigure(&rs, 400, nil, false); f != nil {
 			t.Errorf("chart %q with %d panels; want none", f.name, len(f.panels))
 		}
 	})
@@ -311,7 +311,7 @@ func TestTelemetryPlotsDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 		figs := []*figure{serverLoadFigure(in, &in.Analysis.Sweeps[0])}
-		figs = append(figs, timesliceFigure(in.Summary.Row("saturation/c=16"), in.Plan.SLO.TTFTms, recs[0]))
+		figs = append(figs, timesliceFigure(in.Summary.Row("saturation/c=16"), in.Plan.SLO.TTFTms, recs[0], false))
 		var ps []Plot
 		for _, f := range figs {
 			if f == nil {

@@ -116,14 +116,15 @@ func plotFigures(in *Input) ([]*figure, error) {
 	if in.Summary != nil && in.Summary.Semantics != "" && in.Summary.Semantics != metrics.SemInfermatrix {
 		sem = in.Summary.Semantics
 	}
-	add(cdfFigure("cdf-ttft", "TTFT distribution by row", "TTFT (ms, log scale)", "TTFT (ms)", sem, recs,
+	pooled := pooledIDs(in)
+	add(cdfFigure("cdf-ttft", "TTFT distribution by row", "TTFT (ms, log scale)", "TTFT (ms)", joinNotes(semNote(sem), pooledNote(pooled, "TTFT")), recs,
 		func(r *rowRecords) rowCDF { return r.ttft }))
-	add(cdfFigure("cdf-tpot", "TPOT distribution by row", "TPOT (ms, log scale)", "TPOT (ms)", sem, recs,
+	add(cdfFigure("cdf-tpot", "TPOT distribution by row", "TPOT (ms, log scale)", "TPOT (ms)", joinNotes(semNote(sem), pooledNote(pooled, "TPOT")), recs,
 		func(r *rowRecords) rowCDF { return r.tpot }))
 	for _, f := range timesliceFigures(in, recs) {
 		add(f)
 	}
-	add(ttftInputFigure(recs, sem))
+	add(ttftInputFigure(recs, joinNotes(semNote(sem), pooledNote(pooled, "TTFT"))))
 	add(predictionFigure(in))
 
 	uniqueNames(figs)
@@ -213,7 +214,9 @@ func seriesLine(xys plotter.XYs, c color.Color, g draw.GlyphDrawer, dashed bool)
 }
 
 // latencyThroughputFigure draws one sweep: TTFT and TPOT against output
-// throughput, one point per swept row in sweep order.
+// throughput, one point per swept row in sweep order. A sweep of
+// embeddings or rerank rows, which generate no token, is drawn on its own
+// figures: E2E against inputs per second.
 func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 	if in.Summary == nil {
 		return nil
@@ -221,13 +224,21 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 	type point struct {
 		id, label              string
 		x                      float64
-		ttft, tpot             metrics.Dist
+		ttft, tpot, e2e        metrics.Dist
 		knee, opPoint, invalid bool
 	}
+	pooled := sweepPooled(in, sw)
 	var pts []point
 	for _, id := range sw.Rows {
 		rs := in.Summary.Row(id)
-		if rs == nil || rs.Status == metrics.RowNotRun || !(rs.Throughput.OutputTokensPerS > 0) || !isFinite(rs.Throughput.OutputTokensPerS) {
+		if rs == nil || rs.Status == metrics.RowNotRun || pooled != pooledRow(in, rs) {
+			continue
+		}
+		x := rs.Throughput.OutputTokensPerS
+		if pooled {
+			x = rs.Throughput.InputsPerS
+		}
+		if !(x > 0) || !isFinite(x) {
 			continue
 		}
 		invalid := false
@@ -236,8 +247,8 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 				invalid = true
 			}
 		}
-		pts = append(pts, point{id: id, label: sweptValue(id, sw.Base), x: rs.Throughput.OutputTokensPerS,
-			ttft: rs.Metrics.TTFT, tpot: rs.Metrics.TPOT, knee: id == sw.Knee, opPoint: id == sw.OperatingPoint, invalid: invalid})
+		pts = append(pts, point{id: id, label: sweptValue(id, sw.Base), x: x,
+			ttft: rs.Metrics.TTFT, tpot: rs.Metrics.TPOT, e2e: rs.Metrics.E2E, knee: id == sw.Knee, opPoint: id == sw.OperatingPoint, invalid: invalid})
 	}
 	var slo metrics.SLO
 	if in.Plan != nil {
@@ -284,7 +295,11 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 		if len(p95) == 0 {
 			return nil
 		}
-		p := newPanel(title, "output throughput (tokens/s)", yLabel)
+		xLabel := "output throughput (tokens/s)"
+		if pooled {
+			xLabel = "throughput (inputs/s)"
+		}
+		p := newPanel(title, xLabel, yLabel)
 		top := 0.0
 		for _, xy := range p95 {
 			top = math.Max(top, xy.Y)
@@ -327,11 +342,21 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 		return p
 	}
 	var panels []*plot.Plot
-	if p := panel("Time to first token", "TTFT (ms)", "TTFT", func(pt point) metrics.Dist { return pt.ttft }, slo.TTFTms); p != nil {
-		panels = append(panels, p)
-	}
-	if p := panel("Time per output token", "TPOT (ms)", "TPOT", func(pt point) metrics.Dist { return pt.tpot }, slo.TPOTms); p != nil {
-		panels = append(panels, p)
+	note := "Each point is one swept row, in sweep order; latencies over successful measured requests, throughput over the row's measured window."
+	if pooled {
+		// No first token and no token gaps: the whole request is the
+		// latency, and the inputs it carried are the work.
+		if p := panel("End-to-end latency", "E2E (ms)", "E2E", func(pt point) metrics.Dist { return pt.e2e }, slo.E2Ems); p != nil {
+			panels = append(panels, p)
+		}
+		note += " Embeddings and rerank generate no token: latency is end to end, throughput in inputs (texts embedded, documents scored) per second."
+	} else {
+		if p := panel("Time to first token", "TTFT (ms)", "TTFT", func(pt point) metrics.Dist { return pt.ttft }, slo.TTFTms); p != nil {
+			panels = append(panels, p)
+		}
+		if p := panel("Time per output token", "TPOT (ms)", "TPOT", func(pt point) metrics.Dist { return pt.tpot }, slo.TPOTms); p != nil {
+			panels = append(panels, p)
+		}
 	}
 	if len(panels) == 0 {
 		return nil
@@ -351,7 +376,7 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 		name:        "latency-throughput-" + fileSafe(sw.Base),
 		title:       "Latency against throughput: " + sw.Base,
 		subtitle:    strings.ReplaceAll(sw.Why, "`", ""), // Markdown in decision.md, noise here
-		note:        "Each point is one swept row, in sweep order; latencies over successful measured requests, throughput over the row's measured window.",
+		note:        note,
 		panels:      panels,
 		legend:      legend,
 		legendBelow: true,
@@ -359,12 +384,13 @@ func latencyThroughputFigure(in *Input, sw *analysis.SweepAnalysis) *figure {
 }
 
 // paretoFigure puts every row on the throughput-interactivity plane:
-// output tokens/s per GPU against output tokens/s per user.
+// output tokens/s per GPU against output tokens/s per user. Embeddings
+// and rerank rows have neither figure: they are left out, and named.
 func paretoFigure(in *Input) *figure {
 	var rows []*metrics.RowSummary
 	for _, rs := range measuredRows(in.Summary) {
 		t := rs.Throughput
-		if t.OutputTokensPerS > 0 && t.OutputTokensPerSU > 0 && isFinite(t.OutputTokensPerS, t.OutputTokensPerSU) {
+		if !pooledRow(in, rs) && t.OutputTokensPerS > 0 && t.OutputTokensPerSU > 0 && isFinite(t.OutputTokensPerS, t.OutputTokensPerSU) {
 			rows = append(rows, rs)
 		}
 	}
@@ -455,6 +481,7 @@ func paretoFigure(in *Input) *figure {
 		name:     "pareto",
 		title:    "Throughput per GPU against speed per user",
 		subtitle: "One point per row; the frontier joins the rows no other row beats on both axes. Up and to the right is better.",
+		note:     pooledNote(pooledIDs(in), "output tokens/s"),
 		panels:   []*plot.Plot{p},
 		legend:   legend,
 	}
@@ -487,8 +514,9 @@ func joinNotes(notes ...string) string {
 	return strings.Join(out, " ")
 }
 
-// cdfFigure draws one metric's empirical CDF, a line per row.
-func cdfFigure(name, title, logLabel, linLabel, sem string, recs []*rowRecords, get func(*rowRecords) rowCDF) *figure {
+// cdfFigure draws one metric's empirical CDF, a line per row; notes
+// (semNote, pooledNote) close its caption.
+func cdfFigure(name, title, logLabel, linLabel, notes string, recs []*rowRecords, get func(*rowRecords) rowCDF) *figure {
 	var have []*rowRecords
 	for _, r := range recs {
 		if len(get(r).xys) > 0 {
@@ -539,7 +567,7 @@ func cdfFigure(name, title, logLabel, linLabel, sem string, recs []*rowRecords, 
 		name:     name,
 		title:    title,
 		subtitle: "Successful measured requests; warmup excluded. A curve further left is faster; its top shows the tail.",
-		note:     joinNotes(shownNote(len(ss), len(have)), semNote(sem)),
+		note:     joinNotes(shownNote(len(ss), len(have)), notes),
 		panels:   []*plot.Plot{p},
 		legend:   legend,
 	}
@@ -566,7 +594,7 @@ func timesliceFigures(in *Input, recs []*rowRecords) []*figure {
 	}
 	var figs []*figure
 	for _, rs := range measuredRows(in.Summary) {
-		if f := timesliceFigure(rs, slo, byID[rs.ID]); f != nil {
+		if f := timesliceFigure(rs, slo, byID[rs.ID], pooledRow(in, rs)); f != nil {
 			figs = append(figs, f)
 		}
 	}
@@ -576,16 +604,17 @@ func timesliceFigures(in *Input, recs []*rowRecords) []*figure {
 // timesliceFigure draws one row over time; rec, its records' reduction,
 // may be nil. A row with telemetry gets the telemetry chart, on the
 // row's own clock (see telemetryFigure); one without, its measured
-// window alone.
-func timesliceFigure(rs *metrics.RowSummary, slo float64, rec *rowRecords) *figure {
+// window alone. pooled says the row is an embeddings or rerank row
+// (pooledRow), drawn on requests per second.
+func timesliceFigure(rs *metrics.RowSummary, slo float64, rec *rowRecords, pooled bool) *figure {
 	if tel := newRowTelemetry(rs, rec); tel != nil {
-		return telemetryFigure(rs, slo, tel)
+		return telemetryFigure(rs, slo, tel, pooled)
 	}
 	sl := rs.Timeslices.Slices
 	if len(sl) < minTimeslices {
 		return nil
 	}
-	panels, legend, _, xmax := slicePanels(rs, slo, sl[0].StartS, nil)
+	panels, legend, _, xmax := slicePanels(rs, slo, sl[0].StartS, nil, pooled)
 	if len(panels) == 0 {
 		return nil
 	}
@@ -596,7 +625,7 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64, rec *rowRecords) *figu
 	return &figure{
 		name:        "timeslices-" + fileSafe(rs.ID),
 		title:       "Over time: " + rs.ID,
-		subtitle:    sliceSubtitle(rs),
+		subtitle:    sliceSubtitle(rs, pooled),
 		panels:      panels,
 		stack:       true,
 		legend:      legend,
@@ -604,7 +633,10 @@ func timesliceFigure(rs *metrics.RowSummary, slo float64, rec *rowRecords) *figu
 	}
 }
 
-func sliceSubtitle(rs *metrics.RowSummary) string {
+func sliceSubtitle(rs *metrics.RowSummary, pooled bool) string {
+	if pooled {
+		return "Slices of " + fmtNum(rs.Timeslices.WidthS) + " s. An embeddings or rerank row generates no token: no TTFT or output tokens, requests by when they ended."
+	}
 	return "Slices of " + fmtNum(rs.Timeslices.WidthS) + " s. TTFT of the requests whose first token came in each slice; output tokens by when they arrived."
 }
 
@@ -612,8 +644,9 @@ func sliceSubtitle(rs *metrics.RowSummary) string {
 // each slice at its middle less t0, and return the panels, their legend
 // and the x range the slices span. decor, when set, is drawn on each
 // panel before the data, to lie under it. Either panel is left out when
-// no slice has its figure.
-func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter) (panels []*plot.Plot, legend []legendItem, xmin, xmax float64) {
+// no slice has its figure. A pooled row has no TTFT and no output: its
+// throughput panel is requests per second, not a line at 0 tokens/s.
+func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter, pooled bool) (panels []*plot.Plot, legend []legendItem, xmin, xmax float64) {
 	sl := rs.Timeslices.Slices
 	var tput, p95, p50 plotter.XYs
 	var runs95, runs50 []plotter.XYs // runs of slices with a TTFT
@@ -631,7 +664,10 @@ func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter) 
 			continue
 		}
 		xmin, xmax = math.Min(xmin, s.StartS-t0), math.Max(xmax, s.EndS-t0)
-		if isFinite(s.OutputTokensPerS) {
+		switch {
+		case pooled && isFinite(s.RequestsPerS):
+			tput = append(tput, plotter.XY{X: x, Y: s.RequestsPerS})
+		case !pooled && isFinite(s.OutputTokensPerS):
 			tput = append(tput, plotter.XY{X: x, Y: s.OutputTokensPerS})
 		}
 		if s.TTFT.Count > 0 && isFinite(s.TTFT.P95, s.TTFT.P50) {
@@ -678,7 +714,11 @@ func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter) 
 		panels = append(panels, p)
 	}
 	if len(tput) > 0 {
-		p := newPanel("", "", "output tokens/s")
+		tputLabel := "output tokens/s"
+		if pooled {
+			tputLabel = "requests/s"
+		}
+		p := newPanel("", "", tputLabel)
 		p.Add(decor...)
 		p.Y.Min = 0
 		l, s := seriesLine(tput, tputColor, draw.CircleGlyph{}, false)
@@ -689,15 +729,15 @@ func slicePanels(rs *metrics.RowSummary, slo, t0 float64, decor []plot.Plotter) 
 		if dots || len(tput) == 1 {
 			p.Add(s)
 		}
-		legend = append(legend, legendItem{"output tokens/s", []plot.Thumbnailer{l}})
+		legend = append(legend, legendItem{tputLabel, []plot.Thumbnailer{l}})
 		panels = append(panels, p)
 	}
 	return panels, legend, xmin, xmax
 }
 
 // ttftInputFigure scatters each request's TTFT against its input length,
-// coloured by row.
-func ttftInputFigure(recs []*rowRecords, sem string) *figure {
+// coloured by row; notes (semNote, pooledNote) close its caption.
+func ttftInputFigure(recs []*rowRecords, notes string) *figure {
 	var have []*rowRecords
 	distinct := map[float64]bool{}
 	for _, r := range recs {
@@ -738,7 +778,7 @@ func ttftInputFigure(recs []*rowRecords, sem string) *figure {
 		name:     "ttft-vs-input",
 		title:    "TTFT against input length",
 		subtitle: "One point per successful measured request; warmup excluded.",
-		note:     joinNotes(shownNote(len(sel), len(have)), note, semNote(sem)),
+		note:     joinNotes(shownNote(len(sel), len(have)), note, notes),
 		panels:   []*plot.Plot{p},
 		legend:   legend,
 	}
@@ -765,7 +805,14 @@ func predictionFigure(in *Input) *figure {
 	var all plotter.XYs
 	var labels []string
 	top := 0.0
+	var pooled []string // no TPOT to set against the bound: named
 	for _, pr := range in.Analysis.Predictions {
+		if in.Summary != nil {
+			if rs := in.Summary.Row(pr.Row); rs != nil && rs.Status != metrics.RowNotRun && pooledRow(in, rs) {
+				pooled = append(pooled, pr.Row)
+				continue
+			}
+		}
 		measured := pr.MeasuredTPOTMS
 		if measured <= 0 && in.Summary != nil {
 			if rs := in.Summary.Row(pr.Row); rs != nil && rs.Metrics.TPOT.Count > 0 {
@@ -830,6 +877,7 @@ func predictionFigure(in *Input) *figure {
 		name:     "tpot-predicted-vs-measured",
 		title:    "TPOT: measured against the bandwidth bound",
 		subtitle: "The bound is one stream's decode time from memory bandwidth alone; the height above the diagonal is what batching, overheads and queueing add.",
+		note:     pooledNote(pooled, "TPOT"),
 		panels:   []*plot.Plot{p},
 		legend:   legend,
 	}

@@ -9,21 +9,23 @@ import (
 // rampFigures draws each ramped row's steps (RowSummary.Steps): TTFT p50
 // and p95 and TPOT p95 above output throughput, against the step's load,
 // one point per step with samples. A ramp of one step, or none with
-// samples, has no chart.
+// samples, has no chart. An embeddings or rerank row, which generates no
+// token, is drawn as E2E p95 and p50 above inputs per second.
 func rampFigures(in *Input) []*figure {
 	if in.Summary == nil {
 		return nil
 	}
 	var out []*figure
 	for i := range in.Summary.Rows {
-		if f := rampFigure(&in.Summary.Rows[i]); f != nil {
+		rs := &in.Summary.Rows[i]
+		if f := rampFigure(rs, pooledRow(in, rs)); f != nil {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func rampFigure(rs *metrics.RowSummary) *figure {
+func rampFigure(rs *metrics.RowSummary, pooled bool) *figure {
 	if len(rs.Steps) < 2 {
 		return nil
 	}
@@ -31,11 +33,12 @@ func rampFigure(rs *metrics.RowSummary) *figure {
 	if rs.Steps[0].Concurrency == 0 {
 		xLabel = "arrival rate (req/s)"
 	}
-	series := []struct {
+	type stepSeries struct {
 		label  string
 		get    func(*metrics.StepSummary) (float64, bool)
 		dashed bool
-	}{
+	}
+	series := []stepSeries{
 		{"TTFT p95", func(s *metrics.StepSummary) (float64, bool) {
 			return s.Metrics.TTFT.P95, s.Metrics.TTFT.Count > 0
 		}, false},
@@ -45,6 +48,18 @@ func rampFigure(rs *metrics.RowSummary) *figure {
 		{"TPOT p95", func(s *metrics.StepSummary) (float64, bool) {
 			return s.Metrics.TPOT.P95, s.Metrics.TPOT.Count > 0
 		}, false},
+	}
+	work, workLabel := func(t metrics.Throughput) float64 { return t.OutputTokensPerS }, "output tokens/s"
+	if pooled {
+		series = []stepSeries{
+			{"E2E p95", func(s *metrics.StepSummary) (float64, bool) {
+				return s.Metrics.E2E.P95, s.Metrics.E2E.Count > 0
+			}, false},
+			{"E2E p50", func(s *metrics.StepSummary) (float64, bool) {
+				return s.Metrics.E2E.P50, s.Metrics.E2E.Count > 0
+			}, true},
+		}
+		work, workLabel = func(t metrics.Throughput) float64 { return t.InputsPerS }, "inputs/s"
 	}
 	lat := newPanel("", "", "latency (ms)")
 	var legend []legendItem
@@ -66,18 +81,18 @@ func rampFigure(rs *metrics.RowSummary) *figure {
 	var tput plotter.XYs
 	for j := range rs.Steps {
 		st := &rs.Steps[j]
-		if st.Requests.Completed > 0 && isFinite(st.Throughput.OutputTokensPerS, st.Load()) {
-			tput = append(tput, plotter.XY{X: st.Load(), Y: st.Throughput.OutputTokensPerS})
+		if st.Requests.Completed > 0 && isFinite(work(st.Throughput), st.Load()) {
+			tput = append(tput, plotter.XY{X: st.Load(), Y: work(st.Throughput)})
 		}
 	}
 	if len(legend) == 0 && len(tput) == 0 {
 		return nil
 	}
-	tp := newPanel("", xLabel, "output tokens/s")
+	tp := newPanel("", xLabel, workLabel)
 	if len(tput) > 0 {
 		l, s := seriesLine(tput, seriesColor(3), seriesGlyph(3), false)
 		tp.Add(l, s)
-		legend = append(legend, legendItem{"output tokens/s", []plot.Thumbnailer{l, s}})
+		legend = append(legend, legendItem{workLabel, []plot.Thumbnailer{l, s}})
 	}
 	lat.Y.Min, tp.Y.Min = 0, 0
 	return &figure{

@@ -49,7 +49,7 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 		}
 	}
 	header = append(header, "requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s",
-		"output_tokens_per_s_per_user", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio",
+		"output_tokens_per_s_per_user", "inputs_per_s", "goodput_requests_per_s", "goodput_ratio", "errors_total", "errors_ratio",
 		"semantics", "client_bound", "client_cpu", "measurement_error_ms", "input_tokens_diff", "output_tokens_diff", "tokens_mismatch")
 	// A run with search rows says which rows are probes, and of which
 	// search (reports/search.go); other runs keep their columns.
@@ -92,13 +92,14 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 		}
 		t, g := rs.Throughput, rs.Goodput
 		// An embeddings or rerank row generates nothing: its output
-		// throughputs are empty, not 0 (summary.json has inputs_per_s).
-		out, perUser := f(t.OutputTokensPerS), f(t.OutputTokensPerSU)
+		// throughputs are empty, not 0, and its inputs per second stand
+		// in; a generating row counts no inputs (empty).
+		out, perUser, inputs := f(t.OutputTokensPerS), f(t.OutputTokensPerSU), ""
 		if t.InputsPerS > 0 {
-			out, perUser = "", ""
+			out, perUser, inputs = "", "", f(t.InputsPerS)
 		}
 		rec = append(rec, f(t.RequestsPerS), out, f(t.InputTokensPerS), f(t.TotalTokensPerS),
-			perUser, f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
+			perUser, inputs, f(g.RequestsPerS), f(g.Ratio), strconv.Itoa(rs.Errors.Total), f(rs.Errors.Ratio))
 		// Figures that were not measured are empty, as for metrics
 		// without samples.
 		opt := func(v float64, measured bool) string {

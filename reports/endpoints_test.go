@@ -74,6 +74,9 @@ acceptance:
 			if (h == "output_tokens_per_s" || h == "output_tokens_per_s_per_user") && cells[i] != "" {
 				t.Errorf("summary.csv: emb's %s is %q; want empty", h, cells[i])
 			}
+			if h == "inputs_per_s" && cells[i] == "" {
+				t.Error("summary.csv: emb's inputs_per_s is empty")
+			}
 		}
 	}
 

@@ -305,10 +305,15 @@ const (
 	xlsxColOutputTokS = "Output tok/s"
 	xlsxColTTFTp95    = "TTFT p95 (ms)"
 	xlsxColTPOTp95    = "TPOT p95 (ms)"
+	xlsxColE2Ep95     = "E2E p95 (ms)"
+	xlsxColInputsS    = "Inputs/s"
 )
 
-// xlsxSummaryColumns are the Summary sheet's columns.
-func xlsxSummaryColumns() []xlsxColumn {
+// xlsxSummaryColumns are the Summary sheet's columns. pooled (some row
+// calls embeddings or rerank) adds Inputs/s and Input tok/s after the
+// output rates, as the results tables do: such a row's throughput is
+// counted in inputs; a workbook without one keeps its columns.
+func xlsxSummaryColumns(pooled bool) []xlsxColumn {
 	cols := []xlsxColumn{
 		{"Row", 28, xlsxKindText}, {"Verdict", 10, xlsxKindText}, {"Validity", 18, xlsxKindText}, {"Status", 12, xlsxKindText},
 		{"Requests sent", 10, xlsxKindInt}, {"Requests OK", 10, xlsxKindInt}, {"Requests failed", 10, xlsxKindInt},
@@ -318,8 +323,11 @@ func xlsxSummaryColumns() []xlsxColumn {
 			cols = append(cols, xlsxColumn{m + " " + p + " (ms)", 10, xlsxKindMS})
 		}
 	}
+	cols = append(cols, xlsxColumn{xlsxColOutputTokS, 11, xlsxKindRate}, xlsxColumn{"Tok/s per user", 11, xlsxKindRate})
+	if pooled {
+		cols = append(cols, xlsxColumn{xlsxColInputsS, 10, xlsxKindReqRate}, xlsxColumn{"Input tok/s", 11, xlsxKindRate})
+	}
 	return append(cols,
-		xlsxColumn{xlsxColOutputTokS, 11, xlsxKindRate}, xlsxColumn{"Tok/s per user", 11, xlsxKindRate},
 		xlsxColumn{"Req/s", 9, xlsxKindReqRate}, xlsxColumn{"Goodput ratio", 10, xlsxKindPercent},
 		xlsxColumn{"Errors", 8, xlsxKindInt}, xlsxColumn{"Errors by class", 24, xlsxKindText},
 		xlsxColumn{"Client-bound", 10, xlsxKindText}, xlsxColumn{"In flight (mean)", 10, xlsxKindRate},
@@ -334,8 +342,9 @@ func xlsxCostColumns() []xlsxColumn {
 		{"$ per M total tokens", 11, xlsxKindReqRate}, {"Output tokens per $", 12, xlsxKindRate}, {"Output tok/s per GPU", 11, xlsxKindRate}}
 }
 
-// xlsxCostCells are a row's cost cells, blank where a figure is absent.
-func xlsxCostCells(rs *metrics.RowSummary) []any {
+// xlsxCostCells are a row's cost cells, blank where a figure is absent:
+// a pooled (embeddings or rerank) row has no output tokens per GPU.
+func xlsxCostCells(rs *metrics.RowSummary, pooled bool) []any {
 	c := rs.Cost
 	if c == nil || rs.Status == metrics.RowNotRun {
 		return make([]any, len(xlsxCostColumns()))
@@ -346,14 +355,18 @@ func xlsxCostCells(rs *metrics.RowSummary) []any {
 		}
 		return xlsxNum(*v)
 	}
+	perGPU := xlsxNum(rs.Throughput.OutputTokensPerSPerGPU)
+	if pooled {
+		perGPU = nil
+	}
 	return []any{xlsxNum(c.USDPerHour), opt(c.USDPerMillionOutputTokens), opt(c.USDPerMillionTotalTokens),
-		opt(c.OutputTokensPerUSD), xlsxNum(rs.Throughput.OutputTokensPerSPerGPU)}
+		opt(c.OutputTokensPerUSD), perGPU}
 }
 
 // summary writes the Summary sheet: one line per row, in plan order.
 func (x *xlsxWriter) summary() error {
 	sum := x.in.Summary
-	cols := xlsxSummaryColumns()
+	cols := xlsxSummaryColumns(x.anyPooled())
 	priced := slices.ContainsFunc(sum.Rows, func(rs metrics.RowSummary) bool { return rs.Cost != nil })
 	if priced {
 		cols = append(cols, xlsxCostColumns()...)
@@ -382,8 +395,9 @@ func (x *xlsxWriter) summary() error {
 			status += ": " + rs.Error
 		}
 		vals := []any{rs.ID, xlsxStr(verdicts[rs.ID]), xlsxStr(record.ValidityText(valid[rs.ID])), status}
+		pooled := x.pooled(rs)
 		if rs.Status == metrics.RowNotRun {
-			vals = append(vals, make([]any, len(xlsxSummaryColumns())-len(vals))...)
+			vals = append(vals, make([]any, len(xlsxSummaryColumns(x.anyPooled()))-len(vals))...)
 		} else {
 			mt := rs.Metrics
 			vals = append(vals, rs.Requests.Sent, rs.Requests.Completed, rs.Requests.Failed)
@@ -404,12 +418,27 @@ func (x *xlsxWriter) summary() error {
 					why = append(why, r.Check+": "+r.Message)
 				}
 			}
-			vals = append(vals, xlsxNum(rs.Throughput.OutputTokensPerS), xlsxNum(rs.Throughput.OutputTokensPerSU),
-				xlsxNum(rs.Throughput.RequestsPerS), goodput, rs.Errors.Total, xlsxStr(xlsxErrorClasses(rs)), rs.SelfCheck.ClientBound,
+			// A pooled row generates nothing: its output rates are
+			// absent (blank), not 0, and its inputs/s stand in; a
+			// generating row counts no inputs.
+			t := rs.Throughput
+			if pooled {
+				vals = append(vals, nil, nil)
+			} else {
+				vals = append(vals, xlsxNum(t.OutputTokensPerS), xlsxNum(t.OutputTokensPerSU))
+			}
+			if x.anyPooled() {
+				var inputs any
+				if pooled {
+					inputs = xlsxNum(t.InputsPerS)
+				}
+				vals = append(vals, inputs, xlsxNum(t.InputTokensPerS))
+			}
+			vals = append(vals, xlsxNum(rs.Throughput.RequestsPerS), goodput, rs.Errors.Total, xlsxStr(xlsxErrorClasses(rs)), rs.SelfCheck.ClientBound,
 				xlsxNum(rs.InFlight.Mean), cache, xlsxNum(rs.SelfCheck.ZeroGapShare), xlsxStr(strings.Join(why, "; ")))
 		}
 		if priced {
-			vals = append(vals, xlsxCostCells(rs)...)
+			vals = append(vals, xlsxCostCells(rs, pooled)...)
 		}
 		if probed {
 			if rv := valid[rs.ID]; rv != nil && rv.Search != "" {
@@ -559,12 +588,18 @@ type xlsxCurve struct {
 	first      int  // first Summary line
 	last       int  // last Summary line
 	sweep      bool // a sweep's points, joined by lines
+	// pooled charts embeddings or rerank rows, which generate no token:
+	// p95 E2E against inputs/s rather than TTFT and TPOT against output
+	// tokens/s, which they do not have.
+	pooled bool
 }
 
 // charts draws, on the Charts sheet, a native chart of p95 TTFT and TPOT
 // against output throughput for each sweep, or for all rows when there is
-// none. The series reference the Summary sheet's cells, so the chart
-// follows any edit there.
+// none; embeddings and rerank rows, which generate no token, are charted
+// as p95 E2E against inputs/s instead (xlsxCurve.pooled). The series
+// reference the Summary sheet's cells, so the chart follows any edit
+// there.
 func (x *xlsxWriter) charts() error {
 	var curves []xlsxCurve
 	if x.in.Analysis != nil {
@@ -575,16 +610,21 @@ func (x *xlsxWriter) charts() error {
 			}
 			// Why is written for Markdown: its code spans' backticks go.
 			c.title, c.why, c.sweep = textsafe.Terminal(sw.Base), textsafe.Terminal(strings.ReplaceAll(sw.Why, "`", "")), true
+			c.pooled = x.allPooled(c.first, c.last)
 			curves = append(curves, c)
 		}
 	}
 	if len(curves) == 0 && len(x.in.Summary.Rows) > 0 {
-		curves = append(curves, xlsxCurve{title: "All rows", first: 2, last: len(x.in.Summary.Rows) + 1})
+		curves = x.allRowsCurves()
 	}
 	if len(curves) == 0 {
 		return x.note(xlsxSheetCharts, "A1", "No rows to chart.")
 	}
-	if err := x.note(xlsxSheetCharts, "A1", "p95 TTFT and TPOT (ms, log scale) against output tokens/s, from the Summary sheet."); err != nil {
+	head := "p95 TTFT and TPOT (ms, log scale) against output tokens/s, from the Summary sheet."
+	if x.anyPooled() {
+		head += " Embeddings and rerank rows generate no token, so have no TTFT, TPOT or output tokens/s: their charts are p95 E2E against inputs/s."
+	}
+	if err := x.note(xlsxSheetCharts, "A1", head); err != nil {
 		return err
 	}
 	key, err := x.style(xlsxKindKey, xlsxFillNone)
@@ -592,7 +632,7 @@ func (x *xlsxWriter) charts() error {
 		return err
 	}
 	col := func(header string) string {
-		for i, c := range xlsxSummaryColumns() {
+		for i, c := range xlsxSummaryColumns(x.anyPooled()) {
 			if c.header == header {
 				name, _ := excelize.ColumnNumberToName(i + 1)
 				return name
@@ -601,6 +641,10 @@ func (x *xlsxWriter) charts() error {
 		panic("reports: no Summary column " + header)
 	}
 	xCol, ttftCol, tpotCol := col(xlsxColOutputTokS), col(xlsxColTTFTp95), col(xlsxColTPOTp95)
+	var inputsCol, e2eCol string
+	if x.anyPooled() {
+		inputsCol, e2eCol = col(xlsxColInputsS), col(xlsxColE2Ep95)
+	}
 	ref := func(c string, first, last int) string {
 		return fmt.Sprintf("%s!$%s$%d:$%s$%d", xlsxSheetSummary, c, first, c, last)
 	}
@@ -622,10 +666,14 @@ func (x *xlsxWriter) charts() error {
 		if !c.sweep {
 			line = excelize.LineOptions{Type: excelize.LineNone} // unrelated rows: points, no curve
 		}
+		xc := xCol
+		if c.pooled {
+			xc = inputsCol
+		}
 		series := func(yCol, symbol string) excelize.ChartSeries {
 			return excelize.ChartSeries{
 				Name:       fmt.Sprintf("%s!$%s$1", xlsxSheetSummary, yCol),
-				Categories: ref(xCol, c.first, c.last),
+				Categories: ref(xc, c.first, c.last),
 				Values:     ref(yCol, c.first, c.last),
 				Line:       line,
 				Marker:     excelize.ChartMarker{Symbol: symbol, Size: 6},
@@ -646,6 +694,12 @@ func (x *xlsxWriter) charts() error {
 			YAxis:        excelize.ChartAxis{Title: title("p95 latency (ms)"), LogBase: 10, MajorGridLines: true},
 			ShowBlanksAs: "gap",
 		}
+		if c.pooled {
+			chart.Series = []excelize.ChartSeries{series(e2eCol, "circle")}
+			chart.Title = title(c.title + ": p95 E2E latency against inputs per second")
+			chart.XAxis.Title = title("Inputs/s")
+			chart.YAxis = excelize.ChartAxis{Title: title("p95 E2E latency (ms)"), MajorGridLines: true}
+		}
 		if err := x.f.AddChart(xlsxSheetCharts, fmt.Sprintf("A%d", top+2), chart); err != nil {
 			return err
 		}
@@ -653,6 +707,57 @@ func (x *xlsxWriter) charts() error {
 	}
 	x.fixScatterX()
 	return nil
+}
+
+// allPooled reports whether every Summary line from first to last is a
+// pooled row's.
+func (x *xlsxWriter) allPooled(first, last int) bool {
+	for line := first; line <= last; line++ {
+		if !x.pooled(&x.in.Summary.Rows[line-2]) {
+			return false
+		}
+	}
+	return true
+}
+
+// allRowsCurves chart a run without sweeps: its generating rows on one
+// chart of points (a pooled row's cells there are blank, so it draws
+// nothing and the chart says so), and each run of consecutive embeddings
+// or rerank lines on a chart of its own, as a series is one range and a
+// generating row's blank inputs/s must not be read as a point at 0.
+func (x *xlsxWriter) allRowsCurves() []xlsxCurve {
+	rows := x.in.Summary.Rows
+	var curves, pooled []xlsxCurve
+	generating := 0
+	for i := range rows {
+		line := i + 2
+		if !x.pooled(&rows[i]) {
+			generating++
+			continue
+		}
+		if n := len(pooled); n > 0 && pooled[n-1].last == line-1 {
+			pooled[n-1].last = line
+			continue
+		}
+		pooled = append(pooled, xlsxCurve{first: line, last: line, pooled: true})
+	}
+	if generating > 0 {
+		c := xlsxCurve{title: "All rows", first: 2, last: len(rows) + 1}
+		if len(pooled) > 0 {
+			c.title = "All generating rows"
+			c.why = fmt.Sprintf("The %d embeddings and rerank rows are not on this chart: they generate no token, so have no TTFT, TPOT or output tokens/s. They are charted below, p95 E2E against inputs/s.",
+				len(rows)-generating)
+		}
+		curves = append(curves, c)
+	}
+	for i := range pooled {
+		c := &pooled[i]
+		c.title = fmt.Sprintf("Embeddings and rerank rows %s to %s", textsafe.Terminal(rows[c.first-2].ID), textsafe.Terminal(rows[c.last-2].ID))
+		if c.first == c.last {
+			c.title = "Embeddings or rerank row " + textsafe.Terminal(rows[c.first-2].ID)
+		}
+	}
+	return append(curves, pooled...)
 }
 
 // curve finds a sweep's rows on the Summary sheet. A chart series is one
