@@ -8,6 +8,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/verdict"
 )
 
@@ -33,6 +34,13 @@ func csvMetrics(m *metrics.Metrics) []struct {
 // A text cell that a spreadsheet would take for a formula (it starts with
 // =, +, -, @ or a tab) is written with a leading single quote.
 func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
+	return writeCSV(w, sum, d, nil)
+}
+
+// writeCSV is WriteCSV with the plan, which says which rows called
+// embeddings or rerank (pooledRow): without it a row is taken as pooled
+// when it counted inputs, which one whose every request failed did not.
+func writeCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision, plan *schema.Plan) error {
 	cw := csv.NewWriter(w)
 	stats := []string{"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
 	var extra []string
@@ -95,7 +103,7 @@ func WriteCSV(w io.Writer, sum *metrics.Summary, d *verdict.Decision) error {
 		// throughputs are empty, not 0, and its inputs per second stand
 		// in; a generating row counts no inputs (empty).
 		out, perUser, inputs := f(t.OutputTokensPerS), f(t.OutputTokensPerSU), ""
-		if t.InputsPerS > 0 {
+		if t.InputsPerS > 0 || pooledRow(plan, rs.ID) {
 			out, perUser, inputs = "", "", f(t.InputsPerS)
 		}
 		rec = append(rec, f(t.RequestsPerS), out, f(t.InputTokensPerS), f(t.TotalTokensPerS),

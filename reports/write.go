@@ -114,7 +114,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		case "markdown", "json":
 			continue // always written: decision.md above, summary.json by the runner
 		case "csv":
-			name, err = SummaryCSV, WriteCSV(&b, in.Summary, in.Decision)
+			name, err = SummaryCSV, writeCSV(&b, in.Summary, in.Decision, in.Plan)
 		case "html":
 			name, err = ReportHTML, WriteHTML(&b, in, plots)
 		case "xlsx":
