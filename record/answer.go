@@ -144,9 +144,17 @@ func variantAnswers(lines []AnswerLine, vs *Variants) []AnswerLine {
 			continue
 		}
 		for _, c := range q.Cells {
-			if !c.Accepted {
-				parts = append(parts, fmt.Sprintf("`%s` rejected: %s", c.Variant, strings.TrimSuffix(c.Why, ".")))
+			if c.Accepted {
+				continue
 			}
+			// A variant that did not run says so and no more here: its
+			// reason quotes the server's own log, which the Variants
+			// section shows escaped; the answer stays the tool's words.
+			why := strings.TrimSuffix(c.Why, ".")
+			if strings.HasPrefix(why, "not run") {
+				why = "did not run (see Variants)"
+			}
+			parts = append(parts, fmt.Sprintf("`%s` rejected: %s", c.Variant, why))
 		}
 		out = append(out, AnswerLine{Question: q.Question, Base: q.Base, Text: strings.Join(parts, "; ") + "."})
 	}

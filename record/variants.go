@@ -289,31 +289,3 @@ func bestVariant(cells []VariantCell) (string, string) {
 	}
 	return best.Variant, "highest output throughput among the accepted, at " + best.Throughput + " tok/s"
 }
-
-// Sentences are the answer's sentences on variants, one per question (in
-// Questions' order): its best variant, and the variants rejected with why.
-func (v *Variants) Sentences() []string {
-	if v == nil {
-		return nil
-	}
-	var out []string
-	for _, q := range v.Questions {
-		s := "best variant: "
-		if q.Best == "" {
-			s += "none (" + q.BestWhy + ")"
-		} else {
-			s += fmt.Sprintf("`%s` (%s)", q.Best, q.BestWhy)
-		}
-		var rejected []string
-		for _, c := range q.Cells {
-			if !c.Accepted {
-				rejected = append(rejected, fmt.Sprintf("`%s` %s", c.Variant, strings.TrimSuffix(c.Why, ".")))
-			}
-		}
-		if len(rejected) > 0 {
-			s += "; rejected: " + strings.Join(rejected, "; ")
-		}
-		out = append(out, s+".")
-	}
-	return out
-}

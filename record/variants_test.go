@@ -78,9 +78,11 @@ acceptance: [{name: fast-enough, expect: ttft.p95 < 100}]
 	if down.Row != "" || down.Throughput != "—" || down.TTFTp95 != "—" || down.USDPerMOutput != "—" || down.Goodput != "—" {
 		t.Errorf("a variant that did not run shows figures: %+v", down)
 	}
-	s := v.Sentences()
-	if len(s) != 1 || !strings.HasPrefix(s[0], "best variant: `cheap`") || !strings.Contains(s[0], "`down` not run") {
-		t.Errorf("sentences = %q", s)
+	// The record's answer names the best variant with its own answer,
+	// then the rejected ones and why.
+	a := AnswerOf(p, sum, d, nil)
+	if len(a.Lines) != 1 || !strings.HasPrefix(a.Lines[0].Text, "best variant `cheap` (") || !strings.Contains(a.Lines[0].Text, "`down` rejected: did not run") {
+		t.Errorf("answer = %+v", a.Lines)
 	}
 	// No price: the fastest accepted variant wins.
 	for i := range sum.Rows {

@@ -63,7 +63,7 @@ acceptance:
 	}
 	md := readFile(t, filepath.Join(out, "decision.md"))
 	for _, want := range []string{
-		"best variant: `seqs64`",
+		"best variant `seqs64` (",
 		"| `seqs1` | `sat/c=1@seqs1` | ✅ pass |",
 		"past capacity: sat/c=8@seqs1",
 		"| **`seqs64`** (best) | `sat/c=8@seqs64` |",
@@ -145,7 +145,7 @@ acceptance: [{name: ok, expect: requests.failed == 0}]
 		t.Errorf("sub's server.log:\n%s", log)
 	}
 	md := readFile(t, filepath.Join(out, "decision.md"))
-	for _, want := range []string{"best variant: `sub`", "`never` not run:", "⚠ rows not run:"} {
+	for _, want := range []string{"best variant `sub` (", "`never` rejected: did not run", "⚠ rows not run:"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("decision.md lacks %q:\n%s", want, md)
 		}
