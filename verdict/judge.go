@@ -323,12 +323,14 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 
 	// A pass needs evidence: every row that has rules ran, was valid, and
 	// met them (a sweep judged by its operating point: yielded one).
-	var opFail, opInconclusive []string
+	var opFail, opInconclusive, opNone []string
 	for _, op := range d.OperatingPoints {
-		switch op.Verdict {
-		case Fail:
+		switch {
+		case op.Verdict == Fail:
 			opFail = append(opFail, op.Base)
-		case Inconclusive:
+		case op.Verdict == Inconclusive && op.Row == "":
+			opNone = append(opNone, op.Base)
+		case op.Verdict == Inconclusive:
 			opInconclusive = append(opInconclusive, op.Base)
 		}
 	}
@@ -348,12 +350,13 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 	why("with rules but stopped by a runtime error (the Results table says which): %s", broken)
 	why("with rules but left out of this run (--rows): %s", skipped)
 	why("an operating point that a point above it, invalid or not run, might beat: %s", opInconclusive)
+	why("no operating point can be claimed: no valid point passes, and the points that might were invalid or did not run: %s", opNone)
 	switch {
 	case s.Interrupted:
 		d.Verdict = Incomplete
 	case len(failed) > 0 || len(opFail) > 0:
 		d.Verdict = Fail
-	case len(invalid) > 0 || len(notRun) > 0 || len(broken) > 0 || len(skipped) > 0 || len(opInconclusive) > 0:
+	case len(invalid) > 0 || len(notRun) > 0 || len(broken) > 0 || len(skipped) > 0 || len(opInconclusive) > 0 || len(opNone) > 0:
 		d.Verdict = Inconclusive
 	case !judged:
 		d.Verdict = NoRules
