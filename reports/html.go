@@ -625,6 +625,12 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 {{- if .Hypotheses}}
 <a href="#hypotheses">Hypotheses</a>
 {{- end}}
+{{- if .Searches}}
+<a href="#searches">Searches</a>
+{{- end}}
+{{- if .Variants}}
+<a href="#variants">Variants</a>
+{{- end}}
 {{- if .Sweeps}}
 <a href="#operating-point">Operating point</a>
 {{- end}}
@@ -636,9 +642,6 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 <a href="#results">Results</a>
 {{- if .Telemetry}}
 <a href="#server-and-gpu">Server and GPU</a>
-{{- end}}
-{{- if .Variants}}
-<a href="#variants">Variants</a>
 {{- end}}
 {{- if .Cost}}
 <a href="#cost">Cost</a>
@@ -676,7 +679,6 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </table></div>
 </section>
 {{end}}
-` + htmlVariantsTemplate + `
 {{if .Searches}}
 <section id="searches">
 <h2>Searches</h2>
@@ -687,6 +689,7 @@ const htmlTemplate = `{{define "segs"}}{{range .}}{{if .Code}}<code>{{.Text}}</c
 </ul>
 </section>
 {{end}}
+` + htmlVariantsTemplate + `
 {{if .Sweeps}}
 <section id="operating-point">
 <h2>Operating point</h2>

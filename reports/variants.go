@@ -81,7 +81,7 @@ type htmlVariantQuestion struct {
 
 type htmlVariantCell struct {
 	record.VariantCell
-	Note string
+	Note []seg
 }
 
 func htmlVariantsOf(v *record.Variants) *htmlVariants {
@@ -92,7 +92,7 @@ func htmlVariantsOf(v *record.Variants) *htmlVariants {
 	for _, q := range v.Questions {
 		hq := htmlVariantQuestion{Base: q.Base, Question: q.Question, Best: q.Best}
 		for _, c := range q.Cells {
-			hq.Cells = append(hq.Cells, htmlVariantCell{VariantCell: c, Note: variantNote(c)})
+			hq.Cells = append(hq.Cells, htmlVariantCell{VariantCell: c, Note: mdSegs(variantNote(c))})
 		}
 		h.Questions = append(h.Questions, hq)
 	}
@@ -119,7 +119,7 @@ const htmlVariantsTemplate = `{{- with .Variants}}
 <tbody>
 {{- $best := .Best}}
 {{- range .Cells}}
-<tr><td class="id"><code>{{.Variant}}</code>{{if eq .Variant $best}} <strong>(best)</strong>{{end}}</td><td>{{if .Row}}<code>{{.Row}}</code>{{else}}—{{end}}</td><td>{{.Verdict}}</td><td class="num">{{.Throughput}}</td><td class="num">{{.TTFTp95}}</td><td class="num">{{.TPOTp95}}</td><td class="num">{{.Goodput}}</td><td class="num">{{.USDPerMOutput}}</td><td>{{.Note}}</td></tr>
+<tr><td class="id"><code>{{.Variant}}</code>{{if eq .Variant $best}} <strong>(best)</strong>{{end}}</td><td>{{if .Row}}<code>{{.Row}}</code>{{else}}—{{end}}</td><td>{{.Verdict}}</td><td class="num">{{.Throughput}}</td><td class="num">{{.TTFTp95}}</td><td class="num">{{.TPOTp95}}</td><td class="num">{{.Goodput}}</td><td class="num">{{.USDPerMOutput}}</td><td>{{template "segs" .Note}}</td></tr>
 {{- end}}
 </tbody>
 </table></div>
