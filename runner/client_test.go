@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/tokenizer"
+	"github.com/infermatrix/infermatrix/workload"
 )
 
 // step is one write of a scripted response, after a delay.
@@ -371,8 +373,13 @@ func TestRequestCarriesExtras(t *testing.T) {
 	c := testClient(t, "completions")
 	c.apiKey = "sk-test"
 	c.headers = map[string]string{"X-Team": "capacity"}
-	w := &workload{api: "completions", model: "m", extra: []byte(`"ignore_eos":true,"min_tokens":4`)}
-	b, err := w.body(prompt{text: "hello", maxTokens: 4}, true)
+	row := &schema.PlannedRow{ID: "r", Seed: 1, Input: schema.Length{Mean: 8}, Output: schema.Length{Mean: 4},
+		Body: map[string]any{"ignore_eos": true, "min_tokens": 4}}
+	w, err := workload.New(row, "completions", "m", c.tok, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.Body(w.Prompt(0), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +396,7 @@ func TestRequestCarriesExtras(t *testing.T) {
 	if err := json.Unmarshal(body, &sent); err != nil {
 		t.Fatalf("body %s: %v", body, err)
 	}
-	if sent["prompt"] != "hello" || sent["max_tokens"] != 4.0 || sent["ignore_eos"] != true || sent["min_tokens"] != 4.0 ||
+	if prompt, _ := sent["prompt"].(string); c.tok.Count(prompt) != 8 || sent["max_tokens"] != 4.0 || sent["ignore_eos"] != true || sent["min_tokens"] != 4.0 ||
 		sent["stream"] != true || sent["stream_options"].(map[string]any)["include_usage"] != true {
 		t.Errorf("body = %s", body)
 	}

@@ -3,14 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/infermatrix/infermatrix/schema"
-	openai "github.com/sashabaranov/go-openai"
+	"github.com/infermatrix/infermatrix/workload"
 )
 
 // A conversation row (schema.Conversation) gives each closed-loop user one
@@ -33,25 +29,12 @@ import (
 // no text, ends its conversation (there is no reply to carry on from); the
 // user then starts the next conversation.
 
-// conversation is one user's chat in progress.
+// conversation is one user's chat in progress: its id in the run's
+// records, and the history the workload builds its turns from.
 type conversation struct {
-	id   string
-	msgs []openai.ChatCompletionMessage // what the next turn sends before its new user message
-	// counts holds the client tokenizer's count of each of msgs, so that a
-	// turn's input length is summed, not the whole history counted again.
-	counts []int
-	turn   int // the next turn, from 0
-	turns  int // how many turns the conversation holds
-	// users and outputs are a dataset conversation's user turns (after any
-	// leading system messages, which are in msgs from the start) and the
-	// file's output length for each (0: none); nil for synthetic prompts.
-	users   []openai.ChatCompletionMessage
-	outputs []int
+	id string
+	*workload.Conversation
 }
-
-// convRNGSalt separates the draws of later turns' lengths from those of
-// the first turn's (workload.rng), which use the same sequence numbers.
-const convRNGSalt = 0xc0c0a5e1d3b2f4e7
 
 func (rr *rowRun) nextConversation() int64 {
 	rr.mu.Lock()
@@ -73,137 +56,23 @@ func (rr *rowRun) conversationID(n int64) string {
 // turn's request.
 func (rr *rowRun) newConversation(seq int64) *conversation {
 	n := rr.nextConversation()
-	cv := &conversation{id: rr.conversationID(n), turns: rr.row.Conversation.Turns}
-	w := rr.wl
-	if w.src == nil {
-		return cv
-	}
-	e := w.src.entries[n%int64(len(w.src.entries))]
-	switch {
-	case e.messages != nil:
-		// Leading system (or developer) messages stay in front of every
-		// turn; each user message is a turn; the file's assistant
-		// messages give way to the server's replies.
-		i := 0
-		for i < len(e.messages) && e.messages[i].Role != openai.ChatMessageRoleUser {
-			i++
-		}
-		if i == len(e.messages) {
-			i = 0 // no user message: the line is one turn, sent as it is
-			cv.users = []openai.ChatCompletionMessage{e.messages[len(e.messages)-1]}
-			cv.msgs = append(cv.msgs, e.messages[:len(e.messages)-1]...)
-			cv.outputs = []int{e.output}
-			break
-		}
-		cv.msgs = append(cv.msgs, e.messages[:i]...)
-		for _, m := range e.messages[i:] {
-			if m.Role == openai.ChatMessageRoleUser {
-				cv.users = append(cv.users, m)
-			}
-		}
-		cv.outputs = make([]int, len(cv.users))
-		for j := range cv.outputs {
-			cv.outputs[j] = e.output // a line's max_tokens holds for each of its turns
-		}
-	case e.turns != nil:
-		for _, t := range e.turns {
-			cv.users = append(cv.users, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: t})
-		}
-		cv.outputs = e.outputs
-	default:
-		cv.users = []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: e.text}}
-		cv.outputs = []int{e.output}
-	}
-	if cv.turns == 0 || cv.turns > len(cv.users) {
-		cv.turns = len(cv.users)
-	}
-	// The conversation's tag goes in front of its first message, so that
-	// it shares nothing with another conversation, even of the same file
-	// line; every turn repeats it, so the history stays one prefix.
-	if tag := w.tag(seq, math.MaxInt32); tag != "" {
-		if len(cv.msgs) > 0 {
-			cv.msgs = append([]openai.ChatCompletionMessage(nil), cv.msgs...)
-			cv.msgs[0].Content = tag + cv.msgs[0].Content
-		} else {
-			cv.users = append([]openai.ChatCompletionMessage(nil), cv.users...)
-			cv.users[0].Content = tag + cv.users[0].Content
-		}
-	}
-	for _, m := range cv.msgs {
-		cv.counts = append(cv.counts, w.corpus.tok.Count(m.Content))
-	}
-	return cv
-}
-
-// turnPrompt builds the prompt of the conversation's next turn, request
-// seq, and adds its user message to the history.
-func (w *workload) turnPrompt(cv *conversation, seq int64) prompt {
-	history := 0
-	for _, c := range cv.counts {
-		history += c
-	}
-	var user openai.ChatCompletionMessage
-	var userN, requested, maxTokens int
-	shared := history
-	switch {
-	case cv.users != nil:
-		user = cv.users[cv.turn]
-		userN = w.corpus.tok.Count(user.Content)
-		requested = history + userN
-		if cv.turn < len(cv.outputs) {
-			maxTokens = cv.outputs[cv.turn]
-		}
-		if out := w.row.Output; out.Mean > 0 || len(out.Values) > 0 {
-			maxTokens = sampleLength(w.rng(seq), out)
-		}
-	case cv.turn == 0:
-		// The first turn is the row's synthetic prompt: its prefix and
-		// tag, its drawn input and output lengths.
-		p := w.prompt(seq)
-		user = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: p.text}
-		userN, requested, maxTokens, shared = p.inTokens, p.requested, p.maxTokens, p.shared
-	default:
-		rng := rand.New(rand.NewPCG(w.seed^convRNGSalt, uint64(seq)))
-		n := sampleLength(rng, w.row.Conversation.User)
-		maxTokens = sampleLength(rng, w.row.Output)
-		off := int((w.text ^ convRNGSalt) % uint64(len(w.corpus.ids)))
-		off = (off + int(math.Mod(float64(seq)*goldenStride*float64(len(w.corpus.ids)), float64(len(w.corpus.ids))))) % len(w.corpus.ids)
-		text, got := w.corpus.exact("", 0, off, n)
-		user = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: text}
-		userN, requested = got, history+n
-	}
-	cv.msgs = append(cv.msgs, user)
-	cv.counts = append(cv.counts, userN)
-	in := history + userN
-	if w.row.UniquePrompts == schema.UniqueOff && cv.users != nil {
-		shared = in // a dataset sent verbatim is shared whole, as sourcePrompt counts it
-	}
-	msgs := append([]openai.ChatCompletionMessage(nil), cv.msgs...)
-	return prompt{messages: msgs, inTokens: in, requested: requested, maxTokens: maxTokens, shared: shared}
-}
-
-// replied adds the server's reply to the history and moves to the next
-// turn.
-func (w *workload) replied(cv *conversation, reply string) {
-	cv.msgs = append(cv.msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: reply})
-	cv.counts = append(cv.counts, w.corpus.tok.Count(reply))
-	cv.turn++
+	return &conversation{id: rr.conversationID(n), Conversation: rr.wl.NewConversation(n, seq)}
 }
 
 // prepareTurn builds the request of the conversation's next turn.
 func (rr *rowRun) prepareTurn(t ticket, cv *conversation) (*call, error) {
 	rec := rr.newRecord(t, 0)
-	turn := cv.turn
+	turn := cv.Turn()
 	rec.ConversationID, rec.Turn = cv.id, &turn
-	p := rr.wl.turnPrompt(cv, t.seq)
-	body, err := rr.wl.body(p, rr.row.Streaming)
+	p := rr.wl.TurnPrompt(cv.Conversation, t.seq)
+	body, err := rr.wl.Body(p, rr.row.Streaming)
 	if err != nil {
 		return nil, err
 	}
-	rec.InputTokens.Requested = p.requested
-	rec.InputTokens.Client = p.inTokens
-	rec.SharedTokens = p.shared
-	rec.OutputTokens.Requested = p.maxTokens
+	rec.InputTokens.Requested = p.Requested
+	rec.InputTokens.Client = p.InTokens
+	rec.SharedTokens = p.Shared
+	rec.OutputTokens.Requested = p.MaxTokens
 	return &call{url: rec.URL, body: body, rec: rec}, nil
 }
 
@@ -235,7 +104,7 @@ type arrival struct{ scheduled, queued time.Duration }
 // own, tracked by wg.
 func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.WaitGroup) {
 	l := rr.row.Load
-	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
+	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
 	var slots chan struct{}
 	if l.MaxConcurrency > 0 {
 		slots = make(chan struct{}, l.MaxConcurrency)
@@ -303,7 +172,7 @@ func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 		}
 		cl.probe = probe
 		cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
-		if first != nil && cv.turn == 0 {
+		if first != nil && cv.Turn() == 0 {
 			cl.rec.ScheduledNS, cl.rec.QueueNS = first.scheduled.Nanoseconds(), first.queued.Nanoseconds()
 		}
 		reply := &replySink{}
@@ -311,8 +180,8 @@ func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 		if cl.rec.Error != nil || len(reply.b) == 0 {
 			return true // nothing to carry on from: the next conversation
 		}
-		rr.wl.replied(cv, string(reply.b))
-		if cv.turn >= cv.turns {
+		rr.wl.Replied(cv.Conversation, string(reply.b))
+		if cv.Over() {
 			return true
 		}
 		if !rr.think(ctx) {
@@ -361,34 +230,4 @@ func withReply(ctx context.Context, s *replySink) context.Context {
 func replyOf(ctx context.Context) *replySink {
 	s, _ := ctx.Value(replyKey{}).(*replySink)
 	return s
-}
-
-// shareGPTTurns returns a ShareGPT conversation's non-empty human turns
-// and the reply after each ("" where none). With needReply, the turns stop
-// before the first one without a reply: its output length is unknown.
-func shareGPTTurns(turns []struct {
-	From  string `json:"from"`
-	Value string `json:"value"`
-}, needReply bool) (users, replies []string) {
-	for j, t := range turns {
-		if !shareGPTUser[strings.ToLower(t.From)] || t.Value == "" {
-			continue
-		}
-		reply := ""
-		for _, rt := range turns[j+1:] {
-			if shareGPTUser[strings.ToLower(rt.From)] {
-				break
-			}
-			if shareGPTReply[strings.ToLower(rt.From)] {
-				reply = rt.Value
-				break
-			}
-		}
-		if needReply && reply == "" {
-			break
-		}
-		users = append(users, t.Value)
-		replies = append(replies, reply)
-	}
-	return users, replies
 }

@@ -131,3 +131,18 @@ func TestConditionedArrivals(t *testing.T) {
 		t.Error("a constant schedule was rescaled")
 	}
 }
+
+// TestTraceArrivals: the dispatcher's view of a trace's schedule is the
+// schedule in order, then the end.
+func TestTraceArrivals(t *testing.T) {
+	next := traceArrivals([]time.Duration{0, 7})
+	a, ok1 := next()
+	b, ok2 := next()
+	_, ok3 := next()
+	if a != 0 || b != 7 || !ok1 || !ok2 || ok3 {
+		t.Errorf("arrivals %v %v %v %v %v; want 0, 7, then the end", a, ok1, b, ok2, ok3)
+	}
+	if _, ok := traceArrivals(nil)(); ok {
+		t.Error("a row without a trace has an arrival; want the end at once")
+	}
+}

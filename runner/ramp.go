@@ -142,7 +142,7 @@ func (rr *rowRun) rampArrivals() func() (time.Duration, bool) {
 		n   int // arrivals in the stretch; -1 for the open-ended last
 	}
 	draw := func(i int, rate float64, n int) *arrivals {
-		a := newArrivals(rate, l.Arrival, l.Burstiness, rr.wl.seed+uint64(i+1)*0x9e3779b97f4a7c15)
+		a := newArrivals(rate, l.Arrival, l.Burstiness, rr.wl.Seed()+uint64(i+1)*0x9e3779b97f4a7c15)
 		if n > 0 {
 			a = a.conditioned(0, n)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/workload"
 )
 
 // errGraceOver cancels requests still running when a stopped row's grace
@@ -36,7 +37,7 @@ type rowRun struct {
 	trial  int
 	runID  string
 	client *client
-	wl     *workload
+	wl     *workload.Row
 	urls   []string
 	// record takes each finished request; it writes the record to disk
 	// before returning and is safe for concurrent use.
@@ -201,19 +202,20 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	var err error
 	if int(t.seq) < rr.primeCount() {
 		// Priming: each warm prefix once, generating a single token.
-		body, err = rr.wl.body(prompt{text: rr.wl.prefixes[t.seq], maxTokens: 1}, r.Streaming)
-		rec.InputTokens.Requested = rr.wl.prefixN
-		rec.InputTokens.Client = rr.wl.prefixN
-		rec.SharedTokens = rr.wl.prefixN
-		rec.OutputTokens.Requested = 1
+		p := rr.wl.PrimePrompt(int(t.seq))
+		body, err = rr.wl.Body(p, r.Streaming)
+		rec.InputTokens.Requested = p.Requested
+		rec.InputTokens.Client = p.InTokens
+		rec.SharedTokens = p.Shared
+		rec.OutputTokens.Requested = p.MaxTokens
 	} else {
-		p := rr.wl.prompt(t.seq)
-		body, err = rr.wl.body(p, r.Streaming)
-		rec.InputTokens.Requested = p.requested
-		rec.InputTokens.Client = p.inTokens
-		rec.SharedTokens = p.shared
-		rec.OutputTokens.Requested = p.maxTokens
-		rec.Inputs = len(p.inputs)
+		p := rr.wl.Prompt(t.seq)
+		body, err = rr.wl.Body(p, r.Streaming)
+		rec.InputTokens.Requested = p.Requested
+		rec.InputTokens.Client = p.InTokens
+		rec.SharedTokens = p.Shared
+		rec.OutputTokens.Requested = p.MaxTokens
+		rec.Inputs = len(p.Inputs)
 	}
 	if err != nil {
 		return nil, err
@@ -257,7 +259,7 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 		defer cl.release()
 		ctx = withFirstToken(ctx, cl.release)
 	}
-	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && rr.wl.cancels(cl.rec.Seq, c.Fraction) {
+	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && cancels(rr.wl.Seed(), cl.rec.Seq, c.Fraction) {
 		cctx, ccancel := context.WithCancelCause(ctx)
 		defer ccancel(nil)
 		cl.cancelAfter = c.After.D()
@@ -340,7 +342,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 			break
 		}
 		l := rr.row.Load
-		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.seed)
+		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
 		// The warmup and measured arrivals each offer exactly the rate,
 		// counted in requests or in seconds (see conditioned).
 		r := rr.row
@@ -356,7 +358,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		}
 		rr.openLoop(ctx, inflight, &wg, func() (time.Duration, bool) { return arr.next(), true })
 	case schema.ModeTrace:
-		rr.openLoop(ctx, inflight, &wg, rr.wl.traceArrivals())
+		rr.openLoop(ctx, inflight, &wg, traceArrivals(rr.wl.Schedule()))
 	default:
 		return false, fmt.Errorf("load mode %q is not supported", rr.row.Load.Mode)
 	}
@@ -581,24 +583,25 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 	}
 }
 
-// traceArrivals returns the trace's schedule one arrival at a time; the
-// dispatcher's i-th arrival is entry i, which request seq i is built from.
-func (w *workload) traceArrivals() func() (time.Duration, bool) {
+// traceArrivals returns a trace's schedule (workload.Row.Schedule) one
+// arrival at a time; the dispatcher's i-th arrival is entry i, which
+// request seq i is built from.
+func traceArrivals(schedule []time.Duration) func() (time.Duration, bool) {
 	i := 0
 	return func() (time.Duration, bool) {
-		if w.src == nil || i >= len(w.src.schedule) {
+		if i >= len(schedule) {
 			return 0, false
 		}
 		i++
-		return w.src.schedule[i-1], true
+		return schedule[i-1], true
 	}
 }
 
 // cancels decides, reproducibly, whether request seq is one of the row's
-// cancelled fraction: the draw depends on the row's seed and seq only, not
-// on the order requests finish in.
-func (w *workload) cancels(seq int64, fraction float64) bool {
-	return rand.New(rand.NewPCG(w.seed^0xca9ce1, uint64(seq))).Float64() < fraction
+// cancelled fraction: the draw depends on the row's seed (workload.Row.Seed)
+// and seq only, not on the order requests finish in.
+func cancels(seed uint64, seq int64, fraction float64) bool {
+	return rand.New(rand.NewPCG(seed^0xca9ce1, uint64(seq))).Float64() < fraction
 }
 
 // preparedCall is a request built ahead of its arrival time. A nil cl

@@ -37,6 +37,7 @@ import (
 	"github.com/infermatrix/infermatrix/tokenizer"
 	"github.com/infermatrix/infermatrix/validity"
 	"github.com/infermatrix/infermatrix/verdict"
+	"github.com/infermatrix/infermatrix/workload"
 )
 
 // Options configure a run.
@@ -71,6 +72,12 @@ type Result struct {
 // ErrServerUnreachable is returned when the server cannot be reached before
 // the run starts: better no run directory than one full of connect errors.
 var ErrServerUnreachable = errors.New("server unreachable")
+
+// ErrBadSource is wrapped by Run's error, before anything is sent, when a
+// row's dataset or trace file has lines that cannot be used. It is
+// workload.ErrBadSource, named here too because callers of Run tell this
+// error (a problem of the experiment) from a runtime one.
+var ErrBadSource = workload.ErrBadSource
 
 // Run executes every row of plan, in order. Cancelling ctx interrupts the
 // run: dispatching stops, requests in flight get the row's grace period,
@@ -110,7 +117,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			fmt.Fprintln(opts.Log, textsafe.Terminal(fmt.Sprintf(format, args...)))
 		}
 	}
-	notes, err := CheckSources(plan)
+	notes, err := workload.CheckSources(plan)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +389,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error(), Trial: trial}, false, err
 	}
-	wl, err := newTrialWorkload(row, plan.RowAPI(row), st.model, cl.tok, nonce, trial)
+	wl, err := workload.NewTrial(row, plan.RowAPI(row), st.model, cl.tok, nonce, trial)
 	if err != nil {
 		return fail(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/tokenizer"
 )
 
 func plan(t *testing.T, yaml string) *schema.Plan {
@@ -25,6 +26,15 @@ func plan(t *testing.T, yaml string) *schema.Plan {
 		t.Fatalf("plan:\n%v", err)
 	}
 	return p
+}
+
+func builtinTok(t testing.TB) tokenizer.Tokenizer {
+	t.Helper()
+	tok, err := tokenizer.New("builtin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // records reads a row's requests.jsonl line by line, failing on any line

@@ -16,6 +16,26 @@ import (
 	"github.com/infermatrix/infermatrix/schema"
 )
 
+// shareGPTFile is a ShareGPT dataset with one multi-turn conversation,
+// one without a reply, one empty and one that opens with the model's turn
+// (workload/source_test.go reads the same file).
+const shareGPTFile = `[
+  {
+    "id": "a",
+    "conversations": [
+      {"from": "system", "value": "You are helpful."},
+      {"from": "human", "value": "Tell me about whales."},
+      {"from": "gpt", "value": "Whales are large marine mammals of the order Cetacea."},
+      {"from": "human", "value": "And sharks?"},
+      {"from": "gpt", "value": "Fish."}
+    ]
+  },
+  {"id": "no-reply", "conversations": [{"from": "human", "value": "Hello?"}]},
+  {"id": "empty", "conversations": []},
+  {"id": "gpt-first", "conversations": [{"from": "gpt", "value": "Hi."}, {"from": "human", "value": "Hi back."}, {"from": "gpt", "value": "How can I help?"}]}
+]
+`
+
 // planIn loads an experiment written into dir, with its data files beside
 // it, so relative paths resolve as they would for a user.
 func planIn(t *testing.T, dir, yaml string, files map[string]string) *schema.Plan {

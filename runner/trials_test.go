@@ -83,39 +83,6 @@ rows:
 	}
 }
 
-// TestTrialPromptsDiffer: trial k of a row sends other text than trial 1
-// (so it is not served from the cache trial 1 filled) in per_run and
-// per_experiment modes, the same in off, and trial 1 is the row's prompt
-// as without repeat.
-func TestTrialPromptsDiffer(t *testing.T) {
-	tok := builtinTok(t)
-	for _, mode := range []string{"per_run", "per_experiment", "off"} {
-		p := plan(t, `server: {target: builtin}
-rows: [{id: r, requests: 4, concurrency: 1, input_tokens: 64, output_tokens: 4, repeat: 3, unique_prompts: `+mode+`}]
-`)
-		row := &p.Rows[0]
-		plain, err := newWorkload(row, "chat", "m", tok, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var text []string
-		for k := 1; k <= 3; k++ {
-			w, err := newTrialWorkload(row, "chat", "m", tok, 7, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			text = append(text, w.prompt(0).text)
-		}
-		if text[0] != plain.prompt(0).text {
-			t.Errorf("%s: trial 1's prompt differs from the row's without repeat", mode)
-		}
-		same := text[0] == text[1] || text[1] == text[2]
-		if same != (mode == "off") {
-			t.Errorf("%s: trials send the same prompt: %v; want %v", mode, same, mode == "off")
-		}
-	}
-}
-
 // TestRepeatIntervalKnownTPOT: five trials against the built-in server's
 // fixed preset, whose every token gap is 4 ms, give a mean-TPOT interval
 // that contains 4 ms, to within the client's own stamping error on a busy

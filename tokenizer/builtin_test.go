@@ -108,11 +108,11 @@ func TestBuiltinMatchesTiktokenOnGroundTruth(t *testing.T) {
 	}
 }
 
-// mobyDick is the runner's prompt corpus: 330 kB of English prose with
+// mobyDick is the workload's prompt corpus: 330 kB of English prose with
 // em dashes, curly quotes, chapter headings and numbers.
 func mobyDick(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "runner", "corpus", "moby-dick.txt"))
+	data, err := os.ReadFile(filepath.Join("..", "workload", "corpus", "moby-dick.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/infermatrix/infermatrix/sim"
 	"github.com/infermatrix/infermatrix/sim/engine"
 	"github.com/infermatrix/infermatrix/verdict"
+	"github.com/infermatrix/infermatrix/workload"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -378,7 +379,7 @@ as file:line: message. It exits 4 if any file is invalid.`,
 					}
 					continue
 				}
-				notes, err := runner.CheckSources(plan)
+				notes, err := workload.CheckSources(plan)
 				for _, n := range notes {
 					fmt.Fprintf(stderr, "%s: %s\n", textsafe.Terminal(f), textsafe.Terminal(n))
 				}

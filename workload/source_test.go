@@ -1,4 +1,4 @@
-package runner
+package workload
 
 import (
 	"errors"
@@ -39,16 +39,16 @@ func datasetRow(path, format string) *schema.PlannedRow {
 func TestDatasetPromptsAreTagged(t *testing.T) {
 	path := writeFile(t, "d.jsonl", numbered(3)+`{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Who?"}]}`+"\n")
 	tok := builtinTok(t)
-	build := func(id string, nonce uint64) []prompt {
+	build := func(id string, nonce uint64) []Prompt {
 		row := datasetRow(path, "jsonl")
 		row.ID, row.UniquePrompts = id, schema.UniquePerRun
-		w, err := newWorkload(row, "chat", "m", tok, nonce)
+		w, err := New(row, "chat", "m", tok, nonce)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []prompt
+		var out []Prompt
 		for seq := int64(0); seq < 8; seq++ {
-			out = append(out, w.prompt(seq))
+			out = append(out, w.Prompt(seq))
 		}
 		return out
 	}
@@ -76,7 +76,7 @@ func TestDatasetPromptsAreTagged(t *testing.T) {
 			if p.messages != nil {
 				n += tok.Count("Who?")
 			}
-			if p.inTokens != n || p.requested != n || p.shared != 0 {
+			if p.InTokens != n || p.Requested != n || p.Shared != 0 {
 				t.Errorf("row %s seq %d: counts %+v; want %d, tag included, nothing shared", run.id, seq, p, n)
 			}
 			key := fmt.Sprintf("%s/%d/%d", run.id, run.nonce, seq)
@@ -258,8 +258,8 @@ func TestShareGPTDataset(t *testing.T) {
 	if len(src.entries) != 3 || src.entries[1].text != "Hello?" || src.entries[1].output != 0 {
 		t.Fatalf("with output_tokens: entries %+v", src.entries)
 	}
-	w := &workload{row: row, corpus: corpusFor(tok), src: src}
-	if p := w.prompt(1); p.maxTokens != 9 || p.text != "Hello?" || p.inTokens != tok.Count("Hello?") || p.requested != p.inTokens {
+	w := &Row{row: row, corpus: corpusFor(tok), src: src}
+	if p := w.Prompt(1); p.MaxTokens != 9 || p.text != "Hello?" || p.InTokens != tok.Count("Hello?") || p.Requested != p.InTokens {
 		t.Errorf("prompt = %+v; want the row's output length", p)
 	}
 	// The up-front check notes the skipped conversations.
@@ -348,14 +348,13 @@ func TestTraceSchedule(t *testing.T) {
 			t.Errorf("traceSchedule(%v, %g) = %v; want %v", tt.ms, tt.speedup, got, tt.want)
 		}
 	}
-	// The dispatcher's view: the schedule in order, then the end.
-	w := &workload{src: &source{schedule: []time.Duration{0, 7}}}
-	next := w.traceArrivals()
-	a, ok1 := next()
-	b, ok2 := next()
-	_, ok3 := next()
-	if a != 0 || b != 7 || !ok1 || !ok2 || ok3 {
-		t.Errorf("arrivals %v %v %v %v %v; want 0, 7, then the end", a, ok1, b, ok2, ok3)
+	// The runner's view: Schedule is the trace's, nil for other rows.
+	w := &Row{src: &source{schedule: []time.Duration{0, 7}}}
+	if got := w.Schedule(); !slices.Equal(got, []time.Duration{0, 7}) {
+		t.Errorf("Schedule() = %v; want [0 7]", got)
+	}
+	if got := (&Row{}).Schedule(); got != nil {
+		t.Errorf("Schedule() of a row without a trace = %v; want nil", got)
 	}
 }
 
@@ -379,10 +378,10 @@ func TestDatasetOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &workload{row: row, corpus: corpusFor(tok), src: src}
+		w := &Row{row: row, corpus: corpusFor(tok), src: src}
 		var out []string
 		for seq := int64(0); seq < 60; seq++ {
-			out = append(out, w.prompt(seq).text)
+			out = append(out, w.Prompt(seq).text)
 		}
 		return out
 	}

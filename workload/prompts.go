@@ -1,4 +1,4 @@
-package runner
+package workload
 
 import (
 	_ "embed"
@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -98,7 +99,7 @@ func abs(x int) int {
 	return x
 }
 
-// workload turns a planned row into request bodies.
+// Row is a planned row's workload: it turns the row into request bodies.
 //
 // Lengths are drawn from a generator seeded by the row's seed and the
 // request's sequence number, so the same experiment sends the same lengths
@@ -113,7 +114,7 @@ func abs(x int) int {
 // trace's hash-id blocks), whatever the order rows run in, and no run
 // shares one with another. The corpus window that fills the rest of the
 // prompt is drawn from the same per-row, per-run seed.
-type workload struct {
+type Row struct {
 	row   *schema.PlannedRow
 	api   string
 	model string
@@ -136,11 +137,16 @@ type workload struct {
 	blocks *blockBuilder
 }
 
-func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64) (*workload, error) {
-	return newTrialWorkload(row, api, model, tok, nonce, 0)
+// New is the workload of a row, for the api (chat, completions,
+// embeddings or rerank) and model the runner found; tok is the row's
+// tokenizer and nonce the run's, which keeps prompts of one run out of
+// another's cache. It reads a dataset or trace file, which the runner has
+// checked with CheckSources: an error names the file, not the row.
+func New(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64) (*Row, error) {
+	return NewTrial(row, api, model, tok, nonce, 0)
 }
 
-// newTrialWorkload is the workload of trial k of a repeated row (0
+// NewTrial is the workload of trial k of a repeated row (0
 // without repeat, and trial 1 is the same as 0). Trials send the same
 // lengths, arrivals and cancellations (the seed is the row's), but their
 // prompts' text differs, in every unique_prompts mode but off: a trial
@@ -148,8 +154,8 @@ func newWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokeni
 // and its figures would not be another draw of the same row. A warm
 // prefix stays the row's, the same in every trial, as it is meant to be
 // cached.
-func newTrialWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64, trial int) (*workload, error) {
-	w := &workload{row: row, api: api, model: model, corpus: corpusFor(tok)}
+func NewTrial(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64, trial int) (*Row, error) {
+	w := &Row{row: row, api: api, model: model, corpus: corpusFor(tok)}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
 	w.seed = h.Sum64()
@@ -208,21 +214,48 @@ func newTrialWorkload(row *schema.PlannedRow, api, model string, tok tokenizer.T
 	return w, nil
 }
 
-// prompt is one request's input.
-type prompt struct {
+// Seed is the row's own seed (its seed and id, the same on every run),
+// which the runner's arrivals and cancellations draw from, so that a
+// rerun sends the same schedule as well as the same lengths.
+func (w *Row) Seed() uint64 { return w.seed }
+
+// Schedule is when each request of a trace row is due, from the row's
+// load start: request i is entry i. It is nil for other rows, whose
+// arrivals the runner draws.
+func (w *Row) Schedule() []time.Duration {
+	if w.src == nil {
+		return nil
+	}
+	return w.src.schedule
+}
+
+// PrimePrompt is priming request i of a row with warm prefixes
+// (schema.PlannedRow.PrimingRequests): prefix i alone, generating a
+// single token, sent before the row's warmup so that the server's prefix
+// cache holds every prefix.
+func (w *Row) PrimePrompt(i int) Prompt {
+	return Prompt{text: w.prefixes[i], InTokens: w.prefixN, Requested: w.prefixN, MaxTokens: 1, Shared: w.prefixN}
+}
+
+// Prompt is one request's input, built by Prompt or TurnPrompt and
+// encoded by Body. Its exported fields are the counts a request's record
+// carries (metrics.Record's InputTokens, OutputTokens, SharedTokens and
+// Inputs), which the runner fills in; the text itself only Body needs.
+type Prompt struct {
 	text string
 	// messages, when set, are sent instead of text as one user message:
 	// a dataset line's own chat messages, for the chat API.
 	messages  []openai.ChatCompletionMessage
-	inTokens  int // client tokenizer's count of what is sent
-	requested int // input length asked for
-	maxTokens int // output length asked for; 0 sends no max_tokens
-	// shared is how many leading tokens the row shares with other
+	InTokens  int // client tokenizer's count of what is sent
+	Requested int // input length asked for
+	MaxTokens int // output length asked for; 0 sends no max_tokens
+	// Shared is how many leading tokens the row shares with other
 	// requests on purpose (Record.SharedTokens).
-	shared int
-	// inputs are an embeddings request's texts or a rerank request's
-	// documents, and query a rerank request's query (pooledPrompt).
-	inputs []string
+	Shared int
+	// Inputs are an embeddings request's texts or a rerank request's
+	// documents (the record counts them), and query a rerank request's
+	// query (pooledPrompt).
+	Inputs []string
 	query  string
 }
 
@@ -232,7 +265,7 @@ const goldenStride = 0.6180339887498949
 
 // rng is the generator of one request's draws, a function of the row's
 // seed and the request's sequence number only.
-func (w *workload) rng(seq int64) *rand.Rand {
+func (w *Row) rng(seq int64) *rand.Rand {
 	return rand.New(rand.NewPCG(w.seed, uint64(seq)))
 }
 
@@ -250,7 +283,7 @@ const tagDigits = 16
 // check allows for). The tag is shortened to fit a prompt of room tokens,
 // and left out below a few tokens, where no server caches anything
 // anyway. With unique_prompts off there is no tag.
-func (w *workload) tag(seq int64, room int) string {
+func (w *Row) tag(seq int64, room int) string {
 	if w.row.UniquePrompts == schema.UniqueOff || room < 4 {
 		return ""
 	}
@@ -264,7 +297,11 @@ func (w *workload) tag(seq int64, room int) string {
 	return fmt.Sprintf("%016x", v)[:digits] + ": "
 }
 
-func (w *workload) prompt(seq int64) prompt {
+// Prompt is request seq's input: synthetic text of the row's lengths, a
+// dataset or trace entry, or an embeddings or rerank request's inputs.
+// The same seq gives the same prompt, so the runner may build a request
+// ahead of its time.
+func (w *Row) Prompt(seq int64) Prompt {
 	if metrics.IsPooling(w.api) {
 		return w.pooledPrompt(seq)
 	}
@@ -295,7 +332,7 @@ func (w *workload) prompt(seq int64) prompt {
 		headN += w.corpus.tok.Count(t)
 	}
 	text, got := w.corpus.exact(head, headN, off, in)
-	return prompt{text: text, inTokens: got, requested: in, maxTokens: out, shared: prefixN}
+	return Prompt{text: text, InTokens: got, Requested: in, MaxTokens: out, Shared: prefixN}
 }
 
 // sourcePrompt is request seq of a dataset or trace row. A dataset is used
@@ -313,15 +350,15 @@ func (w *workload) prompt(seq int64) prompt {
 // or wrapped around within one, is not answered from the cache. With
 // unique_prompts off it is sent verbatim and counted as shared. A Mooncake
 // prompt gets no tag: its hash ids say what it shares, and its blocks are
-// the row's own (see newWorkload).
-func (w *workload) sourcePrompt(seq int64) prompt {
+// the row's own (see New).
+func (w *Row) sourcePrompt(seq int64) Prompt {
 	e := w.src.entries[seq%int64(len(w.src.entries))]
-	var p prompt
+	var p Prompt
 	tag := w.tag(seq, math.MaxInt32) // a dataset prompt's length is its own
 	switch {
 	case e.mooncake:
 		text, got, shared := w.blocks.build(e.hashIDs, e.input, uint64(seq))
-		p = prompt{text: text, inTokens: got, requested: e.input, shared: shared}
+		p = Prompt{text: text, InTokens: got, Requested: e.input, Shared: shared}
 	case e.messages != nil:
 		// What a client can count: the server adds its chat template's
 		// tokens, which its usage shows.
@@ -334,18 +371,18 @@ func (w *workload) sourcePrompt(seq int64) prompt {
 		for _, m := range msgs {
 			n += w.corpus.tok.Count(m.Content)
 		}
-		p = prompt{messages: msgs, inTokens: n, requested: n}
+		p = Prompt{messages: msgs, InTokens: n, Requested: n}
 	default:
 		text := tag + e.text
 		n := w.corpus.tok.Count(text)
-		p = prompt{text: text, inTokens: n, requested: n}
+		p = Prompt{text: text, InTokens: n, Requested: n}
 	}
 	if w.row.UniquePrompts == schema.UniqueOff {
-		p.shared = p.inTokens
+		p.Shared = p.InTokens
 	}
-	p.maxTokens = e.output
+	p.MaxTokens = e.output
 	if out := w.row.Output; out.Mean > 0 || len(out.Values) > 0 {
-		p.maxTokens = sampleLength(w.rng(seq), out)
+		p.MaxTokens = sampleLength(w.rng(seq), out)
 	}
 	return p
 }
@@ -367,10 +404,10 @@ func sampleLength(rng *rand.Rand, l schema.Length) int {
 	return v
 }
 
-// body builds the JSON request body with go-openai's request types, then
+// Body builds the JSON request body with go-openai's request types, then
 // splices in the row's extra fields. Validation has already rejected extra
 // fields that collide with the ones set here.
-func (w *workload) body(p prompt, stream bool) ([]byte, error) {
+func (w *Row) Body(p Prompt, stream bool) ([]byte, error) {
 	if metrics.IsPooling(w.api) {
 		return w.pooledBody(p)
 	}
@@ -382,7 +419,7 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 	}
 	if w.api == "completions" {
 		b, err = json.Marshal(openai.CompletionRequest{
-			Model: w.model, Prompt: p.text, MaxTokens: p.maxTokens, Stream: stream, StreamOptions: opts,
+			Model: w.model, Prompt: p.text, MaxTokens: p.MaxTokens, Stream: stream, StreamOptions: opts,
 		})
 	} else {
 		msgs := p.messages
@@ -395,7 +432,7 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 			// max_tokens, not max_completion_tokens: every engine reads it;
 			// not every engine reads the newer name.
 			//lint:ignore SA1019 deprecated by OpenAI, still what engines read
-			MaxTokens:     p.maxTokens,
+			MaxTokens:     p.MaxTokens,
 			Stream:        stream,
 			StreamOptions: opts,
 		})
@@ -407,7 +444,7 @@ func (w *workload) body(p prompt, stream bool) ([]byte, error) {
 }
 
 // splice appends the row's extra body fields to an encoded request.
-func (w *workload) splice(b []byte) []byte {
+func (w *Row) splice(b []byte) []byte {
 	if len(w.extra) == 0 {
 		return b
 	}
@@ -421,13 +458,13 @@ func (w *workload) splice(b []byte) []byte {
 
 // primeBodies returns one request per prefix, for warm prefixes: sent before
 // the row's warmup so the server's prefix cache holds every prefix.
-func (w *workload) primeBodies(stream bool) ([][]byte, error) {
+func (w *Row) primeBodies(stream bool) ([][]byte, error) {
 	if w.row.Prefix == nil || !w.row.Prefix.Warm {
 		return nil, nil
 	}
 	var out [][]byte
 	for _, px := range w.prefixes {
-		b, err := w.body(prompt{text: px, maxTokens: 1}, stream)
+		b, err := w.Body(Prompt{text: px, MaxTokens: 1}, stream)
 		if err != nil {
 			return nil, err
 		}

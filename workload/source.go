@@ -1,4 +1,4 @@
-package runner
+package workload
 
 import (
 	"bufio"
@@ -1038,8 +1038,8 @@ func scheduleFits(ms, speedup float64) bool {
 // each row will, before anything is sent: a bad line is reported now, with
 // the next few bad lines, not when its row comes up an hour into the run.
 // Nothing is kept. It returns a note for each file with skipped entries.
-// Its error wraps ErrBadSource. Run calls it first; validate calls it too,
-// so that a file that validates also runs.
+// Its error wraps ErrBadSource. runner.Run calls it first; validate
+// calls it too, so that a file that validates also runs.
 func CheckSources(plan *schema.Plan) (notes []string, err error) {
 	type read struct {
 		err  error

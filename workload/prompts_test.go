@@ -1,7 +1,8 @@
-package runner
+package workload
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,17 +24,17 @@ func builtinTok(t testing.TB) tokenizer.Tokenizer {
 func TestPromptsHaveExactLengths(t *testing.T) {
 	tok := builtinTok(t)
 	row := &schema.PlannedRow{ID: "r", Seed: 1, Input: schema.Length{Values: []int{1, 2, 7, 64, 333, 1024, 4096}}, Output: schema.Length{Mean: 8}}
-	w, err := newWorkload(row, "chat", "m", tok, 99)
+	w, err := New(row, "chat", "m", tok, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for seq := int64(0); seq < 60; seq++ {
-		p := w.prompt(seq)
-		if got := tok.Count(p.text); got != p.requested || p.inTokens != p.requested {
-			t.Errorf("seq %d: asked %d tokens, counted %d (reported %d)", seq, p.requested, got, p.inTokens)
+		p := w.Prompt(seq)
+		if got := tok.Count(p.text); got != p.Requested || p.InTokens != p.Requested {
+			t.Errorf("seq %d: asked %d tokens, counted %d (reported %d)", seq, p.Requested, got, p.InTokens)
 		}
-		if p.requested > 16 && seen[p.text[:40]] {
+		if p.Requested > 16 && seen[p.text[:40]] {
 			t.Errorf("seq %d: prompt starts like an earlier one; prompts must not share a first block", seq)
 		}
 		seen[p.text[:min(40, len(p.text))]] = true
@@ -46,12 +47,12 @@ func TestPromptsHaveExactLengths(t *testing.T) {
 func TestPromptLengthsAreReproducible(t *testing.T) {
 	tok := builtinTok(t)
 	row := &schema.PlannedRow{ID: "r", Seed: 5, Input: schema.Length{Mean: 200, Stddev: 50, Min: 1}, Output: schema.Length{Mean: 100, Stddev: 20, Min: 1}}
-	a, _ := newWorkload(row, "chat", "m", tok, 1)
-	b, _ := newWorkload(row, "chat", "m", tok, 2)
+	a, _ := New(row, "chat", "m", tok, 1)
+	b, _ := New(row, "chat", "m", tok, 2)
 	for seq := int64(0); seq < 20; seq++ {
-		pa, pb := a.prompt(seq), b.prompt(seq)
-		if pa.requested != pb.requested || pa.maxTokens != pb.maxTokens {
-			t.Errorf("seq %d: lengths %d/%d vs %d/%d; want equal across runs", seq, pa.requested, pa.maxTokens, pb.requested, pb.maxTokens)
+		pa, pb := a.Prompt(seq), b.Prompt(seq)
+		if pa.Requested != pb.Requested || pa.MaxTokens != pb.MaxTokens {
+			t.Errorf("seq %d: lengths %d/%d vs %d/%d; want equal across runs", seq, pa.Requested, pa.MaxTokens, pb.Requested, pb.MaxTokens)
 		}
 		if pa.text == pb.text {
 			t.Errorf("seq %d: identical text across runs", seq)
@@ -63,7 +64,7 @@ func TestSharedPrefixes(t *testing.T) {
 	tok := builtinTok(t)
 	row := &schema.PlannedRow{ID: "r", Seed: 1, Input: schema.Length{Mean: 300}, Output: schema.Length{Mean: 4},
 		Prefix: &schema.Prefix{Length: 128, Distinct: 2, Warm: true}}
-	w, err := newWorkload(row, "chat", "m", tok, 3)
+	w, err := New(row, "chat", "m", tok, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestSharedPrefixes(t *testing.T) {
 	}
 	used := map[int]int{}
 	for seq := int64(0); seq < 40; seq++ {
-		p := w.prompt(seq)
+		p := w.Prompt(seq)
 		if tok.Count(p.text) != 300 {
 			t.Errorf("seq %d: %d tokens; want 300", seq, tok.Count(p.text))
 		}
@@ -91,14 +92,14 @@ func TestSharedPrefixes(t *testing.T) {
 		t.Errorf("prefix use %v; want both drawn", used)
 	}
 	// Warm prefixes are the same on every run; cold ones are not.
-	w2, _ := newWorkload(row, "chat", "m", tok, 4)
+	w2, _ := New(row, "chat", "m", tok, 4)
 	if w2.prefixes[0] != w.prefixes[0] {
 		t.Error("warm prefixes differ between runs")
 	}
 	cold := *row
 	cold.Prefix = &schema.Prefix{Length: 128, Distinct: 1}
-	c1, _ := newWorkload(&cold, "chat", "m", tok, 3)
-	c2, _ := newWorkload(&cold, "chat", "m", tok, 4)
+	c1, _ := New(&cold, "chat", "m", tok, 3)
+	c2, _ := New(&cold, "chat", "m", tok, 4)
 	if c1.prefixes[0] == c2.prefixes[0] {
 		t.Error("cold prefixes repeat across runs; a server cache could hold them")
 	}
@@ -109,8 +110,8 @@ func TestSharedPrefixes(t *testing.T) {
 }
 
 func TestBodySplicesExtras(t *testing.T) {
-	w := &workload{api: "chat", model: "m", extra: []byte(`"ignore_eos":true,"temperature":0`)}
-	b, err := w.body(prompt{text: "hi \"there\"", maxTokens: 3}, false)
+	w := &Row{api: "chat", model: "m", extra: []byte(`"ignore_eos":true,"temperature":0`)}
+	b, err := w.Body(Prompt{text: "hi \"there\"", MaxTokens: 3}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestBodySplicesExtras(t *testing.T) {
 
 func TestSampleLength(t *testing.T) {
 	row := &schema.PlannedRow{ID: "r", Seed: 1, Input: schema.Length{Mean: 100, Stddev: 30, Min: 80, Max: 110}, Output: schema.Length{Mean: 1}}
-	w, _ := newWorkload(row, "chat", "m", builtinTok(t), 1)
+	w, _ := New(row, "chat", "m", builtinTok(t), 1)
 	lo, hi := 1000, 0
 	for seq := int64(0); seq < 500; seq++ {
 		n := sampleLength(w.rng(seq), row.Input)
@@ -136,4 +137,48 @@ func TestSampleLength(t *testing.T) {
 	if lo != 80 || hi != 110 {
 		t.Errorf("lengths in [%d, %d]; want clipped to exactly [80, 110]", lo, hi)
 	}
+}
+
+// TestTrialPromptsDiffer: trial k of a row sends other text than trial 1
+// (so it is not served from the cache trial 1 filled) in per_run and
+// per_experiment modes, the same in off, and trial 1 is the row's prompt
+// as without repeat.
+func TestTrialPromptsDiffer(t *testing.T) {
+	tok := builtinTok(t)
+	for _, mode := range []string{"per_run", "per_experiment", "off"} {
+		p := plan(t, `server: {target: builtin}
+rows: [{id: r, requests: 4, concurrency: 1, input_tokens: 64, output_tokens: 4, repeat: 3, unique_prompts: `+mode+`}]
+`)
+		row := &p.Rows[0]
+		plain, err := New(row, "chat", "m", tok, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text []string
+		for k := 1; k <= 3; k++ {
+			w, err := NewTrial(row, "chat", "m", tok, 7, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = append(text, w.Prompt(0).text)
+		}
+		if text[0] != plain.Prompt(0).text {
+			t.Errorf("%s: trial 1's prompt differs from the row's without repeat", mode)
+		}
+		same := text[0] == text[1] || text[1] == text[2]
+		if same != (mode == "off") {
+			t.Errorf("%s: trials send the same prompt: %v; want %v", mode, same, mode == "off")
+		}
+	}
+}
+
+// plan is the plan of an experiment file's body, for tests that want rows
+// as the schema resolves them.
+func plan(t *testing.T, yaml string) *schema.Plan {
+	t.Helper()
+	p, err := schema.Parse(filepath.Join(t.TempDir(), "exp.yaml"), []byte("apiVersion: infermatrix/v1\nname: t\n"+yaml), schema.Options{})
+	if err != nil {
+		t.Fatalf("plan:\n%v", err)
+	}
+	return p
 }
