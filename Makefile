@@ -63,8 +63,8 @@ bench:
 # input the loader's fuzzer finds would take go test's default minute: five
 # seconds leaves the time for fuzzing.
 fuzz:
-	$(GO) test ./runner -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) -timeout 0
-	$(GO) test ./runner -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME) -timeout 0
+	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) -timeout 0
+	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzDecodeChunk$$' -fuzztime $(FUZZTIME) -timeout 0
 	$(GO) test ./schema -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -timeout 0 -fuzzminimizetime 5s
 
 ## schema: regenerate schema/infermatrix.schema.json from the Go types

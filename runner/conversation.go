@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/workload"
 )
 
@@ -73,7 +74,7 @@ func (rr *rowRun) prepareTurn(t ticket, cv *conversation) (*call, error) {
 	rec.InputTokens.Client = p.InTokens
 	rec.SharedTokens = p.Shared
 	rec.OutputTokens.Requested = p.MaxTokens
-	return &call{url: rec.URL, body: body, rec: rec}, nil
+	return &call{Call: protocol.Call{URL: rec.URL, Body: body, Rec: rec}}, nil
 }
 
 // conversationLoop runs the row's users, each holding one conversation
@@ -171,16 +172,16 @@ func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 			return false
 		}
 		cl.probe = probe
-		cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
+		cl.Rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
 		if first != nil && cv.Turn() == 0 {
-			cl.rec.ScheduledNS, cl.rec.QueueNS = first.scheduled.Nanoseconds(), first.queued.Nanoseconds()
+			cl.Rec.ScheduledNS, cl.Rec.QueueNS = first.scheduled.Nanoseconds(), first.queued.Nanoseconds()
 		}
-		reply := &replySink{}
-		rr.fire(withReply(inflight, reply), cl)
-		if cl.rec.Error != nil || len(reply.b) == 0 {
+		reply := &protocol.Reply{}
+		rr.fire(protocol.WithReply(inflight, reply), cl)
+		if cl.Rec.Error != nil || reply.Text() == "" {
 			return true // nothing to carry on from: the next conversation
 		}
-		rr.wl.Replied(cv.Conversation, string(reply.b))
+		rr.wl.Replied(cv.Conversation, reply.Text())
 		if cv.Over() {
 			return true
 		}
@@ -206,28 +207,4 @@ func (rr *rowRun) think(ctx context.Context) bool {
 	case <-rr.stopped:
 	}
 	return false
-}
-
-// replySink collects the text of a turn's answer (its content, not its
-// reasoning, which chat APIs ask clients not to send back), for the next
-// turn's history. The client fills it when the request's context holds
-// one.
-type replySink struct{ b []byte }
-
-func (s *replySink) add(parts ...[]byte) {
-	for _, p := range parts {
-		s.b = append(s.b, p...)
-	}
-}
-
-type replyKey struct{}
-
-func withReply(ctx context.Context, s *replySink) context.Context {
-	return context.WithValue(ctx, replyKey{}, s)
-}
-
-// replyOf is the sink of a request's context, or nil.
-func replyOf(ctx context.Context) *replySink {
-	s, _ := ctx.Value(replyKey{}).(*replySink)
-	return s
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
 )
@@ -167,7 +168,7 @@ func streamBody(outTokens int) []byte {
 // drainThroughput runs users raw drain clients, each sending requests
 // back to back, and returns output tokens per second.
 func drainThroughput(tb testing.TB, url string, users, requests, outTokens int) float64 {
-	hc := &http.Client{Transport: newTransport(users)}
+	hc := protocol.NewHTTPClient(users)
 	defer hc.CloseIdleConnections()
 	body := streamBody(outTokens)
 	var next sync.Mutex
@@ -295,7 +296,7 @@ func BenchmarkTimingError(b *testing.B) {
 				// The raw drain.
 				truthPath := filepath.Join(b.TempDir(), "truth.jsonl")
 				url, stop := serverProcess(b, "llama-3.1-8b-h100", truthPath)
-				hc := &http.Client{Transport: newTransport(streams)}
+				hc := protocol.NewHTTPClient(streams)
 				stamps := make([]drainStamps, streams)
 				var wg sync.WaitGroup
 				for i := range streams {
@@ -320,17 +321,17 @@ func BenchmarkTimingError(b *testing.B) {
 				truthPath = filepath.Join(b.TempDir(), "truth.jsonl")
 				url, stop = serverProcess(b, "llama-3.1-8b-h100", truthPath)
 				c := testClient(b, "chat")
-				c.http = &http.Client{Transport: newTransport(streams)}
+				c.HTTP = protocol.NewHTTPClient(streams)
 				recs := make([]*metrics.Record, streams)
 				for i := range streams {
 					wg.Go(func() {
 						rec := &metrics.Record{ID: fmt.Sprintf("b-%d", i), Stream: true}
-						c.do(context.Background(), &call{url: url, body: streamBody(out), rec: rec})
+						c.Do(context.Background(), &protocol.Call{URL: url, Body: streamBody(out), Rec: rec})
 						recs[i] = rec
 					})
 				}
 				wg.Wait()
-				c.http.CloseIdleConnections()
+				c.HTTP.CloseIdleConnections()
 				stop()
 				truth = readTruth(b, truthPath)
 				for _, rec := range recs {

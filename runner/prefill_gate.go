@@ -55,24 +55,6 @@ func (g *prefillGate) releaser() func() {
 	return func() { once.Do(func() { <-g.slots }) }
 }
 
-// firstTokenKey carries a request's first-token hook in its context: the
-// stream reader, which stamps the first token, sees the request's record
-// and context but not its call.
-type firstTokenKey struct{}
-
-// withFirstToken returns ctx carrying f, called when the request's first
-// token arrives.
-func withFirstToken(ctx context.Context, f func()) context.Context {
-	return context.WithValue(ctx, firstTokenKey{}, f)
-}
-
-// firstToken calls the hook ctx carries, if any.
-func firstToken(ctx context.Context) {
-	if f, ok := ctx.Value(firstTokenKey{}).(func()); ok {
-		f()
-	}
-}
-
 // admitPrefill holds a closed-loop user's request until the prefill gate
 // has a slot, recording the wait as its queue time; false when ctx ends
 // the wait (the request is then not sent). It does not give up when the
@@ -88,7 +70,7 @@ func (rr *rowRun) admitPrefill(ctx context.Context, cl *call) bool {
 		return false
 	}
 	if waited {
-		cl.rec.QueueNS = time.Since(q).Nanoseconds()
+		cl.Rec.QueueNS = time.Since(q).Nanoseconds()
 	}
 	cl.release = rr.prefill.releaser()
 	return true

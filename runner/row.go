@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/workload"
 )
@@ -36,7 +37,7 @@ type rowRun struct {
 	// trial is the trial of a repeated row, from 1; 0 without repeat.
 	trial  int
 	runID  string
-	client *client
+	client *protocol.Client
 	wl     *workload.Row
 	urls   []string
 	// record takes each finished request; it writes the record to disk
@@ -220,7 +221,7 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &call{url: rec.URL, body: body, rec: rec}, nil
+	return &call{Call: protocol.Call{URL: rec.URL, Body: body, Rec: rec}}, nil
 }
 
 // newRecord is a ticket's record before the request is built.
@@ -238,11 +239,26 @@ func (rr *rowRun) newRecord(t ticket, scheduled time.Duration) *metrics.Record {
 	}
 }
 
+// call is one request to make: what the client sends and records, and
+// what the runner keeps beside it.
+type call struct {
+	protocol.Call
+	// probe says the request is the one allowed through a closed gate.
+	probe bool
+	// release, when set, gives back the request's prefill slot
+	// (prefill_gate.go); fire calls it at the first token or the end.
+	release func()
+}
+
+// errCanceled is the cause of a row's deliberate cancellations (cancel:),
+// which the record then gives as its message.
+var errCanceled = errors.New("cancelled by the client")
+
 // fire sends one request under the in-flight context and records it, and
 // tells the gate whether it reached the server.
 func (rr *rowRun) fire(inflight context.Context, cl *call) {
 	defer func() {
-		rec := cl.rec
+		rec := cl.Rec
 		switch {
 		case rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0:
 			rr.gate.failed(cl.probe)
@@ -251,23 +267,23 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 			rr.gate.done(cl.probe)
 		}
 	}()
-	cl.onConn = rr.gate.connected
-	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), errRequestTimeout)
+	cl.OnConn = rr.gate.connected
+	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), protocol.ErrRequestTimeout)
 	defer cancel()
 	if cl.release != nil {
 		// The prefill slot goes back at the first token, or at the end.
 		defer cl.release()
-		ctx = withFirstToken(ctx, cl.release)
+		ctx = protocol.WithFirstToken(ctx, cl.release)
 	}
-	if c := rr.row.Cancel; c != nil && !cl.rec.Warmup && cancels(rr.wl.Seed(), cl.rec.Seq, c.Fraction) {
+	if c := rr.row.Cancel; c != nil && !cl.Rec.Warmup && cancels(rr.wl.Seed(), cl.Rec.Seq, c.Fraction) {
 		cctx, ccancel := context.WithCancelCause(ctx)
 		defer ccancel(nil)
-		cl.cancelAfter = c.After.D()
-		cl.cancel = func() { ccancel(errCanceled) }
+		cl.CancelAfter = c.After.D()
+		cl.Cancel = func() { ccancel(errCanceled) }
 		ctx = cctx
 	}
-	rr.client.do(ctx, cl)
-	rr.record(cl.rec)
+	rr.client.Do(ctx, &cl.Call)
+	rr.record(cl.Rec)
 }
 
 // run executes the row. It returns when every dispatched request has ended
@@ -279,7 +295,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 	rr.loadStart = rr.start
 	rr.stopped = make(chan struct{})
 	rr.ramp, rr.prefill = newRampClock(rr.row.Load.Ramp), newPrefillGate(rr.row.PrefillConcurrency)
-	rr.client.rowStart = rr.start
+	rr.client.RowStart = rr.start
 	defer func() {
 		rr.mu.Lock()
 		if rr.durTimer != nil {
@@ -433,7 +449,7 @@ func (rr *rowRun) user(ctx, inflight context.Context) {
 		cl.probe = probe
 		// A closed-loop user sends as soon as it is ready: its
 		// schedule is now.
-		cl.rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
+		cl.Rec.ScheduledNS = time.Since(rr.start).Nanoseconds()
 		if !rr.admitPrefill(ctx, cl) {
 			rr.gate.done(probe)
 			return
@@ -522,13 +538,13 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			continue
 		}
 		cl.probe = probe
-		if t.seq != cl.rec.Seq {
+		if t.seq != cl.Rec.Seq {
 			// Only this goroutine takes tickets, so the numbers the
 			// builder assumed must be the ones taken.
-			rr.fail(fmt.Errorf("internal error: built request %d for ticket %d", cl.rec.Seq, t.seq))
+			rr.fail(fmt.Errorf("internal error: built request %d for ticket %d", cl.Rec.Seq, t.seq))
 			return
 		}
-		cl.rec.Warmup, cl.rec.Step = t.warmup, t.step
+		cl.Rec.Warmup, cl.Rec.Step = t.warmup, t.step
 		if slots != nil || rr.prefill != nil {
 			q := time.Now()
 			if due.Before(waitedUntil) {
@@ -570,7 +586,7 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 				}
 				cl.release = rr.prefill.releaser()
 			}
-			cl.rec.QueueNS = time.Since(q).Nanoseconds()
+			cl.Rec.QueueNS = time.Since(q).Nanoseconds()
 		}
 		wg.Add(1)
 		go func() {

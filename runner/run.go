@@ -31,6 +31,7 @@ import (
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
@@ -163,9 +164,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			maxConns = max(maxConns, 4096)
 		}
 	}
-	httpClient := newHTTPClient(maxConns)
+	httpClient := protocol.NewHTTPClient(maxConns)
 	defer httpClient.CloseIdleConnections()
-	budget := newResponseBudget(maxBufferedResponses)
+	budget := protocol.NewBudget(protocol.MaxBufferedResponses)
 
 	// Without variants the one server is started and asked what it serves
 	// before the run directory exists: better no directory than one full of
@@ -272,8 +273,8 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 				if row.Repeat > 1 {
 					trial = round
 				}
-				cl := &client{http: httpClient, api: plan.RowAPI(row), apiKey: apiKey,
-					headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), tok: toks[row.Tokenizer], budget: budget}
+				cl := &protocol.Client{HTTP: httpClient, API: plan.RowAPI(row), APIKey: apiKey,
+					Headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), Tok: toks[row.Tokenizer], Budget: budget}
 				runRow := rs.runRow
 				if row.Search != nil {
 					runRow = rs.runSearch // runner/search.go
@@ -380,7 +381,7 @@ type runState struct {
 // trial is the trial of a repeated row (from 1), whose files go to
 // rows/<id>/trial-<k>/ and whose summary is the trial's alone; 0 for a
 // row without repeat.
-func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, trial int, cl *client) (metrics.RowSummary, bool, error) {
+func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, trial int, cl *protocol.Client) (metrics.RowSummary, bool, error) {
 	dir, plan, nonce, gt, bi := st.dir, st.plan, st.nonce, st.gate, st.builtin
 	files := row.ID
 	if trial > 0 {
@@ -389,7 +390,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	fail := func(err error) (metrics.RowSummary, bool, error) {
 		return metrics.RowSummary{ID: row.ID, Base: row.Base, Status: metrics.RowFailed, Error: err.Error(), Trial: trial}, false, err
 	}
-	wl, err := workload.NewTrial(row, plan.RowAPI(row), st.model, cl.tok, nonce, trial)
+	wl, err := workload.NewTrial(row, plan.RowAPI(row), st.model, cl.Tok, nonce, trial)
 	if err != nil {
 		return fail(err)
 	}
@@ -556,10 +557,10 @@ func discover(ctx context.Context, hc *http.Client, base, apiKey string, headers
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		if redir := (*redirectError)(nil); errors.As(err, &redir) {
+		if redir := (*protocol.RedirectError)(nil); errors.As(err, &redir) {
 			// The server answered: it is reachable, and its requests will
 			// be refused the same way, each recorded with class redirect.
-			d.Error = "GET /models: " + redir.msg
+			d.Error = "GET /models: " + redir.Error()
 			return d, nil
 		}
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {

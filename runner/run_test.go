@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/tokenizer"
@@ -35,6 +36,15 @@ func builtinTok(t testing.TB) tokenizer.Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// testClient is a protocol client for tests that send requests
+// themselves, as a row's would be.
+func testClient(t testing.TB, api string) *protocol.Client {
+	t.Helper()
+	hc := protocol.NewHTTPClient(8)
+	t.Cleanup(hc.CloseIdleConnections)
+	return &protocol.Client{HTTP: hc, API: api, Tok: builtinTok(t), RowStart: time.Now(), Budget: protocol.NewBudget(protocol.MaxBufferedResponses)}
 }
 
 // records reads a row's requests.jsonl line by line, failing on any line

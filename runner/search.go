@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/search"
@@ -38,7 +39,7 @@ func newSearchRuns(base *verdict.Baseline, man *rundir.Manifest) *searchRuns {
 // until package search has its answer. Its signature is runRow's, so that
 // the run's row loop dispatches to it; the summary it returns stands for
 // the search until the run ends and its probes replace it (expand).
-func (st *runState) runSearch(ctx context.Context, t *schema.PlannedRow, index, trial int, cl *client) (metrics.RowSummary, bool, error) {
+func (st *runState) runSearch(ctx context.Context, t *schema.PlannedRow, index, trial int, cl *protocol.Client) (metrics.RowSummary, bool, error) {
 	sr := st.searches
 	placeholder := metrics.RowSummary{ID: t.ID, Base: t.Base, Status: metrics.RowNotRun}
 	s, err := search.New(t.Search.Strategy())

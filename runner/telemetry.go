@@ -10,6 +10,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/telemetry"
@@ -55,7 +56,7 @@ func newScrapePlan(p schema.TelemetryPlan, urls []string, apiKey string, headers
 	for _, u := range p.GPU {
 		sp.targets = append(sp.targets, telemetry.Target{URL: u, Kind: telemetry.KindGPU, Display: redact.URL(u)})
 	}
-	sp.client = newHTTPClient(len(sp.targets) + 1)
+	sp.client = protocol.NewHTTPClient(len(sp.targets) + 1)
 	return sp
 }
 

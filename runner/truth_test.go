@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/sim"
 )
 
@@ -36,7 +36,7 @@ func TestTimingMatchesGroundTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testClient(t, "chat")
-	c.http = &http.Client{Transport: newTransport(16)}
+	c.HTTP = protocol.NewHTTPClient(16)
 	const streams, out = 10, 40
 	limit := 1.0
 	if raceEnabled {
@@ -49,7 +49,7 @@ func TestTimingMatchesGroundTruth(t *testing.T) {
 	for i := range streams {
 		wg.Go(func() {
 			rec := &metrics.Record{ID: fmt.Sprintf("t-%d", i), Stream: true}
-			c.do(context.Background(), &call{url: inst.BaseURL, body: streamBody(out), rec: rec})
+			c.Do(context.Background(), &protocol.Call{URL: inst.BaseURL, Body: streamBody(out), Rec: rec})
 			recs[i] = rec
 		})
 	}

@@ -3,7 +3,7 @@ package workload
 // Embeddings and rerank requests: pooling endpoints, which run their
 // inputs through the model once and answer with one body of vectors or
 // scores. What each request sends is built here; reading the answer is
-// the client's (runner/embeddings.go).
+// the client's (protocol/embeddings.go).
 
 import (
 	"encoding/json"

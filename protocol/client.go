@@ -1,4 +1,4 @@
-package runner
+package protocol
 
 import (
 	"bytes"
@@ -22,12 +22,11 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 )
 
-// Causes attached to a request's context, so that when it ends early the
-// record can say why: its own timeout, or a deliberate cancellation.
-var (
-	errRequestTimeout = errors.New("request timeout")
-	errCanceled       = errors.New("cancelled by the client")
-)
+// ErrRequestTimeout is the cause the runner attaches to a request's
+// context with the row's timeout, so that a request ended by it is
+// recorded with class timeout. Any other cause (a deliberate cancellation)
+// is recorded as class cancelled, with the cause's text.
+var ErrRequestTimeout = errors.New("request timeout")
 
 // maxErrorBody bounds how much of an error response is read and kept.
 const maxErrorBody = 64 << 10
@@ -43,12 +42,12 @@ const (
 	// or a stream's text and event times with its reader's buffers. Real
 	// answers are kilobytes; 64 MiB is a million tokens of text.
 	maxResponseBody = 64 << 20
-	// maxBufferedResponses bounds what all requests in flight hold at
+	// MaxBufferedResponses bounds what all requests in flight hold at
 	// once, whatever the concurrency: 256 users at the per-request bound
 	// would be 16 GiB. Normal responses never come near it (256 answers of
 	// 100 KiB are 25 MiB), so it costs their timing nothing; a request
 	// that would pass it fails, with class protocol.
-	maxBufferedResponses = 1 << 30
+	MaxBufferedResponses = 1 << 30
 	// budgetStep is how much a request takes from the shared budget at a
 	// time, so that the shared counter is touched once per 64 KiB a
 	// response grows, not once per event.
@@ -61,15 +60,17 @@ var (
 	errResponseBudget   = errors.New("the responses of the requests in flight hold all the memory the client gives them")
 )
 
-// responseBudget is the bytes that the responses of requests in flight may
-// still take, shared by a run's requests.
-type responseBudget struct {
+// Budget is the bytes that the responses of requests in flight may
+// still take, shared by a run's requests (Client.Budget), so that a
+// server cannot make the client hold more than the run allows.
+type Budget struct {
 	size int64
 	left atomic.Int64
 }
 
-func newResponseBudget(size int64) *responseBudget {
-	b := &responseBudget{size: size}
+// NewBudget is a budget of size bytes: MaxBufferedResponses for a run.
+func NewBudget(size int64) *Budget {
+	b := &Budget{size: size}
 	b.left.Store(size)
 	return b
 }
@@ -79,7 +80,7 @@ func newResponseBudget(size int64) *responseBudget {
 // response by maxResponseBody only; a nil *respHold bounds nothing (for
 // tests of the readers alone).
 type respHold struct {
-	budget     *responseBudget
+	budget     *Budget
 	used, held int64
 }
 
@@ -116,16 +117,18 @@ func (h *respHold) release() {
 // stops at 10 too.
 const maxRedirects = 10
 
-// newHTTPClient returns the HTTP client a run sends every request with,
-// the discovery GETs included.
-func newHTTPClient(maxConns int) *http.Client {
+// NewHTTPClient returns the HTTP client a run sends every request with,
+// the discovery GETs and telemetry scrapes included: redirects are held
+// to checkRedirect's rules, and no proxy or compression alters the timing.
+func NewHTTPClient(maxConns int) *http.Client {
 	return &http.Client{Transport: newTransport(maxConns), CheckRedirect: checkRedirect}
 }
 
-// redirectError is a redirect the client did not follow.
-type redirectError struct{ msg string }
+// RedirectError is a redirect the client did not follow. The runner's
+// discovery tells it apart: the server answered, so it is reachable.
+type RedirectError struct{ msg string }
 
-func (e *redirectError) Error() string { return e.msg }
+func (e *RedirectError) Error() string { return e.msg }
 
 // checkRedirect decides whether to follow a redirect, before anything is
 // sent to its target. Go's client strips Authorization only when the
@@ -148,11 +151,11 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	switch {
 	case !sameOrigin(req.URL, first.URL):
-		return &redirectError{fmt.Sprintf("%s to %s, another origin: not followed, so the API key and headers are not sent there", status, to)}
+		return &RedirectError{fmt.Sprintf("%s to %s, another origin: not followed, so the API key and headers are not sent there", status, to)}
 	case req.Method != first.Method:
-		return &redirectError{fmt.Sprintf("%s to %s: not followed, as it would turn the %s into a %s (a server may redirect with 307 or 308 to keep the request)", status, to, first.Method, req.Method)}
+		return &RedirectError{fmt.Sprintf("%s to %s: not followed, as it would turn the %s into a %s (a server may redirect with 307 or 308 to keep the request)", status, to, first.Method, req.Method)}
 	case len(via) >= maxRedirects:
-		return &redirectError{fmt.Sprintf("%s to %s: stopped after %d redirects in a row", status, to, len(via))}
+		return &RedirectError{fmt.Sprintf("%s to %s: stopped after %d redirects in a row", status, to, len(via))}
 	}
 	return nil
 }
@@ -198,36 +201,36 @@ func newTransport(maxConns int) *http.Transport {
 	}
 }
 
-// client sends one kind of request (chat or completions) and measures it.
-type client struct {
-	http     *http.Client
-	api      string
-	apiKey   string
-	headers  map[string]string
-	tok      tokenizer.Tokenizer
-	rowStart time.Time
-	// budget bounds the responses of all requests in flight; nil bounds
+// Client sends one kind of request (chat, completions, embeddings or
+// rerank) and measures it. The runner makes one per row; its fields are
+// the row's settings, set before the first request.
+type Client struct {
+	HTTP    *http.Client // NewHTTPClient's, shared by a run's rows
+	API     string       // metrics.APIChat, APICompletions, APIEmbeddings or APIRerank
+	APIKey  string       // sent as a Bearer token when set
+	Headers map[string]string
+	// Tok counts the tokens of what the server answers (Record's client
+	// counts).
+	Tok tokenizer.Tokenizer
+	// RowStart is the row's clock: a record's times are from it.
+	RowStart time.Time
+	// Budget bounds the responses of all requests in flight; nil bounds
 	// each by maxResponseBody alone.
-	budget *responseBudget
+	Budget *Budget
 }
 
-// call is one request to make.
-type call struct {
-	url  string
-	body []byte
-	rec  *metrics.Record // pre-filled with ids, schedule and requested tokens
-	// cancel, when set, is called cancelAfter after the request starts:
+// Call is one request to make.
+type Call struct {
+	URL  string // the server's base URL; the API's path is appended
+	Body []byte
+	Rec  *metrics.Record // pre-filled with ids, schedule and requested tokens
+	// Cancel, when set, is called CancelAfter after the request starts:
 	// the row's deliberate cancellations, timed from the start stamp.
-	cancel      func()
-	cancelAfter time.Duration
-	// onConn, when set, is called when the request gets a connection
+	Cancel      func()
+	CancelAfter time.Duration
+	// OnConn, when set, is called when the request gets a connection
 	// (from the transport's goroutine): the server is reachable.
-	onConn func()
-	// probe says the request is the one allowed through a closed gate.
-	probe bool
-	// release, when set, gives back the request's prefill slot
-	// (prefill_gate.go); fire calls it at the first token or the end.
-	release func()
+	OnConn func()
 }
 
 // endpoint returns the path appended to a base URL.
@@ -243,12 +246,12 @@ func endpoint(api string) string {
 	return "/chat/completions"
 }
 
-// do sends the request and fills in c.rec. It never returns an error: every
+// Do sends the request and fills in cl.Rec. It never returns an error: every
 // failure is recorded in the record, with its class, because a benchmark
 // that stops at the first bad response measures nothing.
-func (c *client) do(ctx context.Context, cl *call) {
-	rec := cl.rec
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.url+endpoint(c.api), bytes.NewReader(cl.body))
+func (c *Client) Do(ctx context.Context, cl *Call) {
+	rec := cl.Rec
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.URL+endpoint(c.API), bytes.NewReader(cl.Body))
 	if err != nil {
 		rec.Error = &metrics.Error{Class: metrics.ErrConnect, Message: err.Error()}
 		return
@@ -259,11 +262,11 @@ func (c *client) do(ctx context.Context, cl *call) {
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	for k, v := range c.headers {
+	for k, v := range c.Headers {
 		req.Header.Set(k, v)
 	}
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	// An idempotency key lets Go's transport retry a request whose reused
 	// connection turns out to be closed before anything was read, as
@@ -276,19 +279,19 @@ func (c *client) do(ctx context.Context, cl *call) {
 	req.Header.Set("Idempotency-Key", rec.ID)
 	req.Header.Set("X-Request-Id", rec.ID)
 
-	tr := &connTrace{onConn: cl.onConn}
+	tr := &connTrace{onConn: cl.OnConn}
 	req = req.WithContext(httptrace.WithClientTrace(context.WithValue(ctx, traceKey{}, tr), tr.hooks()))
 	defer tr.copyTo(rec)
 
 	start := time.Now()
 	tr.start = start
-	rec.StartNS = start.Sub(c.rowStart).Nanoseconds()
+	rec.StartNS = start.Sub(c.RowStart).Nanoseconds()
 	rec.StartUnixNS = start.UnixNano()
-	if cl.cancel != nil {
-		t := time.AfterFunc(cl.cancelAfter, cl.cancel)
+	if cl.Cancel != nil {
+		t := time.AfterFunc(cl.CancelAfter, cl.Cancel)
 		defer t.Stop()
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		rec.EndNS = time.Since(start).Nanoseconds()
 		rec.Error = classify(ctx, err, false)
@@ -352,7 +355,7 @@ func (t *connTrace) copyTo(rec *metrics.Record) {
 
 var doneMarker = []byte("[DONE]")
 
-func (c *client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
+func (c *Client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		rec.EndNS = time.Since(start).Nanoseconds()
@@ -386,8 +389,8 @@ func drain(body io.ReadCloser) {
 // readEvents reads a stream's events into rec: their arrival times, the
 // text they carry, usage, and how the stream ended. It reports whether the
 // stream ended with [DONE].
-func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
-	h := &respHold{budget: c.budget}
+func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
+	h := &respHold{budget: c.Budget}
 	defer h.release()
 	sr := newSSEReader(body, time.Now)
 	sr.hold = h
@@ -515,20 +518,20 @@ func (c *client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 // token count equals the number of events, every event carried one token
 // (events without text are not events here), and EventTokens stays empty
 // to say so without tokenizing every event again.
-func (c *client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
+func (c *Client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
 	if len(bounds) == 0 || rec.OutputTokens.Count() == len(bounds) {
 		return
 	}
 	rec.EventTokens = make([]int32, len(bounds))
 	prev := int32(0)
 	for i, b := range bounds {
-		rec.EventTokens[i] = int32(c.tok.Count(string(text[prev:b])))
+		rec.EventTokens[i] = int32(c.Tok.Count(string(text[prev:b])))
 		prev = b
 	}
 }
 
-func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
-	h := &respHold{budget: c.budget}
+func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
+	h := &respHold{budget: c.Budget}
 	defer h.release()
 	body, last, err := readAllTimed(resp.Body, h)
 	if err != nil {
@@ -544,7 +547,7 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	if last.IsZero() {
 		rec.EndNS = time.Since(start).Nanoseconds()
 	}
-	if metrics.IsPooling(c.api) {
+	if metrics.IsPooling(c.API) {
 		c.readPooled(body, rec) // embeddings.go
 		return
 	}
@@ -561,7 +564,7 @@ func (c *client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	}
 	var text string
 	choices := 0
-	if c.api == "completions" {
+	if c.API == "completions" {
 		var r openai.CompletionResponse
 		err = json.Unmarshal(body, &r)
 		choices = len(r.Choices)
@@ -636,9 +639,9 @@ func readAllTimed(r io.Reader, h *respHold) ([]byte, time.Time, error) {
 // countOutput fills in both counts of each side of the request. Reasoning
 // tokens are output tokens: the server generated them and the user waited
 // for them.
-func (c *client) countOutput(rec *metrics.Record, text string, usage *openai.Usage) {
+func (c *Client) countOutput(rec *metrics.Record, text string, usage *openai.Usage) {
 	if text != "" {
-		rec.OutputTokens.Client = c.tok.Count(text)
+		rec.OutputTokens.Client = c.Tok.Count(text)
 	}
 	if usage != nil {
 		p, o := usage.PromptTokens, usage.CompletionTokens
@@ -660,7 +663,7 @@ func (c *client) countOutput(rec *metrics.Record, text string, usage *openai.Usa
 func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
-		if errors.Is(cause, errRequestTimeout) {
+		if errors.Is(cause, ErrRequestTimeout) {
 			return &metrics.Error{Class: metrics.ErrTimeout, Message: "no complete response within the request timeout"}
 		}
 		msg := "cancelled"
@@ -671,7 +674,7 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 	}
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	var redir *redirectError
+	var redir *RedirectError
 	switch {
 	case errors.As(err, &redir):
 		return &metrics.Error{Class: metrics.ErrRedirect, Message: redir.msg}

@@ -1,4 +1,4 @@
-package runner
+package protocol
 
 // Embeddings and rerank requests: pooling endpoints, which run their
 // inputs through the model once and answer with one body of vectors or
@@ -56,7 +56,7 @@ type pooledResponse struct {
 // scores, an index out of range or twice, an empty vector, a result
 // without a score) is a protocol error: a server that drops inputs would
 // otherwise look fast.
-func (c *client) readPooled(body []byte, rec *metrics.Record) {
+func (c *Client) readPooled(body []byte, rec *metrics.Record) {
 	var r pooledResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: fmt.Sprintf("bad JSON response: %v: %s", err, snippet(body))}
@@ -66,7 +66,7 @@ func (c *client) readPooled(body []byte, rec *metrics.Record) {
 	want := rec.Inputs
 	var indexes []*int
 	what := "embeddings"
-	if c.api == metrics.APIRerank {
+	if c.API == metrics.APIRerank {
 		what = "results"
 		for _, x := range r.Results {
 			if x.RelevanceScore == nil {

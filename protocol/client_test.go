@@ -1,4 +1,4 @@
-package runner
+package protocol
 
 import (
 	"bufio"
@@ -57,23 +57,23 @@ func scripted(t *testing.T, status int, contentType string, steps ...step) *http
 	return srv
 }
 
-func testClient(t testing.TB, api string) *client {
+func testClient(t testing.TB, api string) *Client {
 	t.Helper()
 	tok, err := tokenizer.New("builtin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := newHTTPClient(8)
+	hc := NewHTTPClient(8)
 	t.Cleanup(hc.CloseIdleConnections)
-	return &client{http: hc, api: api, tok: tok, rowStart: time.Now(), budget: newResponseBudget(maxBufferedResponses)}
+	return &Client{HTTP: hc, API: api, Tok: tok, RowStart: time.Now(), Budget: NewBudget(MaxBufferedResponses)}
 }
 
-func doOne(t *testing.T, c *client, url string, stream bool, timeout time.Duration) *metrics.Record {
+func doOne(t *testing.T, c *Client, url string, stream bool, timeout time.Duration) *metrics.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, errRequestTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, ErrRequestTimeout)
 	defer cancel()
 	rec := &metrics.Record{ID: "t-0-0", Stream: stream}
-	c.do(ctx, &call{url: url, body: []byte(`{"model":"m"}`), rec: rec})
+	c.Do(ctx, &Call{URL: url, Body: []byte(`{"model":"m"}`), Rec: rec})
 	return rec
 }
 
@@ -371,11 +371,11 @@ func TestRequestCarriesExtras(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := testClient(t, "completions")
-	c.apiKey = "sk-test"
-	c.headers = map[string]string{"X-Team": "capacity"}
+	c.APIKey = "sk-test"
+	c.Headers = map[string]string{"X-Team": "capacity"}
 	row := &schema.PlannedRow{ID: "r", Seed: 1, Input: schema.Length{Mean: 8}, Output: schema.Length{Mean: 4},
 		Body: map[string]any{"ignore_eos": true, "min_tokens": 4}}
-	w, err := workload.New(row, "completions", "m", c.tok, 7)
+	w, err := workload.New(row, "completions", "m", c.Tok, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestRequestCarriesExtras(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &metrics.Record{ID: "abc-1-2", Stream: true}
-	c.do(context.Background(), &call{url: srv.URL + "/v1", body: b, rec: rec})
+	c.Do(context.Background(), &Call{URL: srv.URL + "/v1", Body: b, Rec: rec})
 	if rec.Error != nil {
 		t.Fatal(rec.Error)
 	}
@@ -396,7 +396,7 @@ func TestRequestCarriesExtras(t *testing.T) {
 	if err := json.Unmarshal(body, &sent); err != nil {
 		t.Fatalf("body %s: %v", body, err)
 	}
-	if prompt, _ := sent["prompt"].(string); c.tok.Count(prompt) != 8 || sent["max_tokens"] != 4.0 || sent["ignore_eos"] != true || sent["min_tokens"] != 4.0 ||
+	if prompt, _ := sent["prompt"].(string); c.Tok.Count(prompt) != 8 || sent["max_tokens"] != 4.0 || sent["ignore_eos"] != true || sent["min_tokens"] != 4.0 ||
 		sent["stream"] != true || sent["stream_options"].(map[string]any)["include_usage"] != true {
 		t.Errorf("body = %s", body)
 	}
@@ -618,3 +618,11 @@ func TestCachedTokensFromTheStream(t *testing.T) {
 }
 
 func intp(v int) *int { return &v }
+
+// deref is a count for a message: its value, or nil when absent.
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
