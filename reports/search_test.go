@@ -11,13 +11,16 @@ import (
 // probes rejected), restates the search, and decision.md says it in one
 // sentence and marks every probe in the workload matrix. The limit is
 // exact: with a constant-latency server a closed loop of c users keeps c
-// requests in flight.
+// requests in flight. Requests last about 45 ms so that the client's own
+// gap between one request and the next (longer under -race on a busy
+// machine) stays a small part of each user's time: with 6 ms requests the
+// load check once found 0.88 of 1 user in flight and the probe invalid.
 func TestSearchRunRejudged(t *testing.T) {
 	run := runExperiment(t, t.TempDir(), `apiVersion: infermatrix/v1
 name: search
-server: {target: builtin, hardware: {gpu: H100-SXM, count: 1}, sim: {preset: fixed, ttft: 2ms, itl: 1ms}}
+server: {target: builtin, hardware: {gpu: H100-SXM, count: 1}, sim: {preset: fixed, ttft: 10ms, itl: 5ms}}
 validity: {ignore: [client_stall, bursts, simulator, client_cpu, stamp_error, dispatch_lag]}
-defaults: {input_tokens: 16, output_tokens: 4, requests: 40, body: {ignore_eos: true}}
+defaults: {input_tokens: 16, output_tokens: 8, requests: 40, body: {ignore_eos: true}}
 rows:
   - {id: sat, search: {concurrency: {min: 1, max: 4}}}
 acceptance:
