@@ -308,7 +308,9 @@ func FailedRules(rv *verdict.RowVerdict) string {
 
 // Headline is a row's headline figures in a phrase: TTFT and TPOT p95
 // (E2E p95 for a row without streamed tokens), output throughput, and
-// its price per million output tokens when the experiment sets one.
+// its price per million output tokens when the experiment sets one; for
+// an embeddings or rerank row, inputs and input tokens per second and the
+// price per million tokens.
 // Figures a row lacks are left out, never written as zero.
 func Headline(rs *metrics.RowSummary) string {
 	var parts []string
@@ -322,13 +324,21 @@ func Headline(rs *metrics.RowSummary) string {
 	if m.TTFT.Count == 0 && m.E2E.Count > 0 {
 		parts = append(parts, "E2E p95 "+ms(m.E2E.P95))
 	}
-	if t := rs.Throughput.OutputTokensPerS; t > 0 {
-		parts = append(parts, grouped(t)+" output tok/s")
-	} else if r := rs.Throughput.RequestsPerS; r > 0 {
-		parts = append(parts, numfmt.Sig(r)+" requests/s")
-	}
-	if rs.Cost != nil && rs.Cost.USDPerMillionOutputTokens != nil {
-		parts = append(parts, dollars(rs.Cost.USDPerMillionOutputTokens)+" per million output tokens")
+	switch {
+	case rs.Throughput.InputsPerS > 0:
+		// An embeddings or rerank row: its work is its inputs, and it
+		// has no output tokens to price.
+		parts = append(parts, grouped(rs.Throughput.InputsPerS)+" inputs/s", grouped(rs.Throughput.InputTokensPerS)+" input tok/s")
+		if rs.Cost != nil && rs.Cost.USDPerMillionTotalTokens != nil {
+			parts = append(parts, dollars(rs.Cost.USDPerMillionTotalTokens)+" per million tokens")
+		}
+	case rs.Throughput.OutputTokensPerS > 0:
+		parts = append(parts, grouped(rs.Throughput.OutputTokensPerS)+" output tok/s")
+		if rs.Cost != nil && rs.Cost.USDPerMillionOutputTokens != nil {
+			parts = append(parts, dollars(rs.Cost.USDPerMillionOutputTokens)+" per million output tokens")
+		}
+	case rs.Throughput.RequestsPerS > 0:
+		parts = append(parts, numfmt.Sig(rs.Throughput.RequestsPerS)+" requests/s")
 	}
 	if len(parts) == 0 {
 		return "no figures"

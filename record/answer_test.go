@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/infermatrix/infermatrix/internal/recordfixture"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/record"
 )
 
@@ -47,5 +48,24 @@ func TestAnswerOnlyQuestions(t *testing.T) {
 	a := record.AnswerOf(run.Plan, run.Summary, run.Decision, run.Analysis)
 	if len(a.Lines) != 1 || a.Lines[0].Question != "How many users?" {
 		t.Fatalf("answer lines %+v; want sat's question alone", a.Lines)
+	}
+}
+
+// TestHeadlineOfPoolingRow: an embeddings row's headline is its inputs
+// and input tokens per second and its price per million tokens, never an
+// output throughput it does not have.
+func TestHeadlineOfPoolingRow(t *testing.T) {
+	rs := metrics.RowSummary{ID: "embed", Status: metrics.RowComplete,
+		Throughput: metrics.Throughput{RequestsPerS: 31, InputsPerS: 248, InputTokensPerS: 31744, TotalTokensPerS: 31744}}
+	rs.Metrics.E2E = metrics.NewDist([]float64{100, 120, 132}, nil)
+	metrics.Price(&rs, metrics.Pricing{USDPerHour: 3.6, GPUs: 1})
+	h := record.Headline(&rs)
+	for _, want := range []string{"E2E p95 ", "248 inputs/s", "31,744 input tok/s", " per million tokens"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("headline %q lacks %q", h, want)
+		}
+	}
+	if strings.Contains(h, "output") {
+		t.Errorf("headline %q speaks of output", h)
 	}
 }
