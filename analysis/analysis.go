@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/internal/numfmt"
@@ -165,6 +166,14 @@ const (
 	kneeLatency = 0.2
 )
 
+// probeLoad is the load a search's probe offers: its users or its rate.
+func probeLoad(r *schema.PlannedRow) float64 {
+	if r.Load.Mode == schema.ModeConcurrency {
+		return float64(r.Load.Concurrency)
+	}
+	return r.Load.Rate
+}
+
 // analyzeSweeps places each sweep's operating point and knee. A sweep is
 // the set of planned rows expanded from one written row (same Base, an id
 // of its own), in plan order, which is the order of the swept values.
@@ -192,6 +201,14 @@ func analyzeSweeps(in *input) []SweepAnalysis {
 	var out []SweepAnalysis
 	for _, base := range order {
 		idx := groups[base]
+		// A search's probes ran in the order the search chose them
+		// (8, 16, 32, 23, 19...); the knee, the plots' lines and the
+		// tables read a sweep in the order of its load.
+		if in.Plan.Rows[idx[0]].Probe != nil {
+			sort.SliceStable(idx, func(a, b int) bool {
+				return probeLoad(&in.Plan.Rows[idx[a]]) < probeLoad(&in.Plan.Rows[idx[b]])
+			})
+		}
 		sa := SweepAnalysis{Base: base}
 		for _, i := range idx {
 			sa.Rows = append(sa.Rows, in.Plan.Rows[i].ID)

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -97,5 +98,22 @@ func TestOperatingPointAndKnee(t *testing.T) {
 	flat := analyzeSweeps(sweepInput(t, []float64{100, 110, 120, 130}, []float64{50, 50, 50, 50}, []string{verdict.NoRules, verdict.NoRules, verdict.NoRules, verdict.NoRules}))
 	if flat[0].Knee != "" || !strings.Contains(flat[0].Why, "no acceptance rules") {
 		t.Errorf("flat: %+v", flat[0])
+	}
+}
+
+// TestSearchProbesInLoadOrder: a search's probes run in the order the
+// search picks them (8, 32, 16, 24), but its sweep analysis, which the
+// knee and the plots' lines read, lists them by load.
+func TestSearchProbesInLoadOrder(t *testing.T) {
+	plan := &schema.Plan{}
+	for i, c := range []int{8, 32, 16, 24} {
+		id := fmt.Sprintf("s/c=%d", c)
+		plan.Rows = append(plan.Rows, schema.PlannedRow{ID: id, Base: "s",
+			Load:  schema.LoadPlan{Mode: schema.ModeConcurrency, Concurrency: c},
+			Probe: &schema.ProbeInfo{Search: "s", Index: i + 1}})
+	}
+	a := Analyze(plan, &metrics.Summary{}, &verdict.Decision{})
+	if len(a.Sweeps) != 1 || strings.Join(a.Sweeps[0].Rows, " ") != "s/c=8 s/c=16 s/c=24 s/c=32" {
+		t.Errorf("sweeps %+v; want the probes by load", a.Sweeps)
 	}
 }
