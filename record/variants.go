@@ -13,7 +13,7 @@ import (
 )
 
 // VariantsIntro says what the Variants section compares.
-const VariantsIntro = "Every question answered under each server variant, side by side: the row each variant is judged by (its operating point for a sweep with an operating_point rule, else its best accepted point by output throughput), with its figures. The best variant is the cheapest per million output tokens among those accepted (valid and passing their rules), or with no price the one with the highest output throughput; the rejected ones say why."
+const VariantsIntro = "Every question answered under each server variant, side by side: the row each variant is judged by (its operating point for a sweep with an operating_point rule, else its best accepted point by output throughput), with its figures. The best variant is the cheapest per million output tokens among those accepted (valid and passing their rules), or with no price the one with the highest output throughput; variants within 2% of the best are called tied; the rejected ones say why."
 
 // Variants is the record's side-by-side comparison of server variants
 // (server.variants): one table per question, one line per variant.
@@ -284,8 +284,31 @@ func bestVariant(cells []VariantCell) (string, string) {
 	if len(acc) == 1 {
 		return best.Variant, "the only variant accepted"
 	}
-	if priced {
-		return best.Variant, "cheapest per million output tokens among the accepted, at " + best.USDPerMOutput
+	// Variants within TieMargin of the best are not told apart: one run's
+	// throughput moves by a few percent on its own, so a pick between
+	// them would be noise presented as a finding.
+	var tied []string
+	for _, c := range acc {
+		if c == best {
+			continue
+		}
+		switch {
+		case priced && *c.usd <= *best.usd*(1+TieMargin):
+			tied = append(tied, "`"+c.Variant+"`")
+		case !priced && c.throughput != nil && best.throughput != nil && *c.throughput >= *best.throughput*(1-TieMargin):
+			tied = append(tied, "`"+c.Variant+"`")
+		}
 	}
-	return best.Variant, "highest output throughput among the accepted, at " + best.Throughput + " tok/s"
+	why := "highest output throughput among the accepted, at " + best.Throughput + " tok/s"
+	if priced {
+		why = "cheapest per million output tokens among the accepted, at " + best.USDPerMOutput
+	}
+	if len(tied) > 0 {
+		why += fmt.Sprintf(", tied with %s (within %.0f%%: no difference one run can show)", strings.Join(tied, ", "), 100*TieMargin)
+	}
+	return best.Variant, why
 }
+
+// TieMargin is how close two variants' price (or throughput) must be for
+// the record to call them tied rather than name one better.
+const TieMargin = 0.02

@@ -95,3 +95,18 @@ acceptance: [{name: fast-enough, expect: ttft.p95 < 100}]
 		t.Error("a plan without variants has a Variants section")
 	}
 }
+
+// TestBestVariantTies: two accepted variants within 2% of each other's
+// price are called tied, not one better; a clear winner is not.
+func TestBestVariantTies(t *testing.T) {
+	cell := func(name string, usd float64) VariantCell {
+		return VariantCell{Variant: name, Accepted: true, usd: &usd, USDPerMOutput: dollars(&usd)}
+	}
+	best, why := bestVariant([]VariantCell{cell("seqs32", 0.2571), cell("seqs128", 0.2569), cell("seqs8", 0.655)})
+	if best != "seqs128" || !strings.Contains(why, "tied with `seqs32`") || strings.Contains(why, "seqs8") {
+		t.Errorf("best %q (%s); want seqs128 tied with seqs32 only", best, why)
+	}
+	if _, why := bestVariant([]VariantCell{cell("a", 0.20), cell("b", 0.30)}); strings.Contains(why, "tied") {
+		t.Errorf("a 50%% difference called a tie: %s", why)
+	}
+}
