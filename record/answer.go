@@ -270,11 +270,34 @@ func rowAnswer(d *verdict.Decision, rows map[string]*metrics.RowSummary, id stri
 	case verdict.Invalid:
 		return fmt.Sprintf("`%s` cannot be judged: %s", id, strings.TrimSuffix(ValidityText(rv), "."))
 	case verdict.Pass:
+		if st := operatingStep(rv, rs); st != nil {
+			// A ramp's answer is its operating step, not its pooled
+			// figures, which mix every level.
+			top := ""
+			if st == &rs.Steps[len(rs.Steps)-1] {
+				top = " (the ramp's top: the limit is above it)"
+			}
+			return fmt.Sprintf("`%s` holds up to its step %s%s: %s", id, st.Label, top, Headline(&st.RowSummary))
+		}
 		return fmt.Sprintf("`%s` passes: %s", id, Headline(rs))
 	case verdict.Fail, verdict.Rejected:
 		return fmt.Sprintf("`%s` fails %s", id, FailedRules(rv))
 	}
 	return fmt.Sprintf("`%s` (no rules): %s", id, Headline(rs))
+}
+
+// operatingStep is a ramped row's operating step (the highest valid
+// step passing every rule), or nil.
+func operatingStep(rv *verdict.RowVerdict, rs *metrics.RowSummary) *metrics.StepSummary {
+	if rv.Ramp == nil || rv.Ramp.Operating == "" {
+		return nil
+	}
+	for i := range rs.Steps {
+		if rs.Steps[i].Label == rv.Ramp.Operating {
+			return &rs.Steps[i]
+		}
+	}
+	return nil
 }
 
 // FailedRules names a row's failed rules with the values that failed

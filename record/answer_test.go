@@ -7,6 +7,9 @@ import (
 	"github.com/infermatrix/infermatrix/internal/recordfixture"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/record"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/validity"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // TestAnswerFirst: the record opens with the verdict and one sentence per
@@ -67,5 +70,32 @@ func TestHeadlineOfPoolingRow(t *testing.T) {
 	}
 	if strings.Contains(h, "output") {
 		t.Errorf("headline %q speaks of output", h)
+	}
+}
+
+// TestAnswerOfRamp: a ramped row answers with its operating step's own
+// figures, not the pooled figures of every level, and says when that step
+// is the ramp's top.
+func TestAnswerOfRamp(t *testing.T) {
+	step := func(label string, ttft float64) metrics.StepSummary {
+		st := metrics.StepSummary{Label: label}
+		st.Metrics.TTFT = metrics.NewDist([]float64{ttft, ttft, ttft}, nil)
+		st.Throughput.OutputTokensPerS = 1000
+		return st
+	}
+	p := &schema.Plan{Rows: []schema.PlannedRow{{ID: "up", Base: "up", Question: "Where does TTFT leave the SLO?"}}}
+	rs := metrics.RowSummary{ID: "up", Status: metrics.RowComplete, Steps: []metrics.StepSummary{step("c=8", 50), step("c=24", 120), step("c=40", 900)}}
+	rs.Metrics.TTFT = metrics.NewDist([]float64{50, 120, 900}, nil)
+	sum := &metrics.Summary{Rows: []metrics.RowSummary{rs}}
+	d := &verdict.Decision{Verdict: verdict.Pass, Rows: []verdict.RowVerdict{{ID: "up", Verdict: verdict.Pass,
+		Validity: validity.Verdict{Valid: true}, Rules: []verdict.RuleResult{{Rule: "r", Pass: true}},
+		Ramp: &verdict.RampVerdict{Operating: "c=24", Rejected: []string{"c=40"}}}}}
+	a := record.AnswerOf(p, sum, d, nil)
+	if len(a.Lines) != 1 || !strings.Contains(a.Lines[0].Text, "holds up to its step c=24: TTFT p95 120 ms") || strings.Contains(a.Lines[0].Text, "top") {
+		t.Errorf("answer %+v; want the operating step c=24 with its own TTFT", a.Lines)
+	}
+	d.Rows[0].Ramp.Operating = "c=40"
+	if a := record.AnswerOf(p, sum, d, nil); !strings.Contains(a.Lines[0].Text, "c=40 (the ramp's top") {
+		t.Errorf("answer %+v; want the ramp's top named", a.Lines)
 	}
 }
