@@ -27,9 +27,15 @@ var trialFigures = []struct{ name, label, unit string }{
 
 // repeatedRows are the rows of a summary that ran as several trials.
 func repeatedRows(sum *metrics.Summary) []*metrics.RowSummary {
+	return rowsWhere(sum, func(rs *metrics.RowSummary) bool { return len(rs.Trials) > 0 })
+}
+
+// rowsWhere are the rows of a summary that keep says to, in summary order:
+// the rows a section of the record is about.
+func rowsWhere(sum *metrics.Summary, keep func(*metrics.RowSummary) bool) []*metrics.RowSummary {
 	var out []*metrics.RowSummary
 	for i := range sum.Rows {
-		if len(sum.Rows[i].Trials) > 0 {
+		if keep(&sum.Rows[i]) {
 			out = append(out, &sum.Rows[i])
 		}
 	}

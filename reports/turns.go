@@ -41,13 +41,7 @@ func conversationText(r *schema.PlannedRow) string {
 
 // conversationRows are the rows split by turn, in summary order.
 func conversationRows(sum *metrics.Summary) []*metrics.RowSummary {
-	var out []*metrics.RowSummary
-	for i := range sum.Rows {
-		if len(sum.Rows[i].ByTurn) > 0 {
-			out = append(out, &sum.Rows[i])
-		}
-	}
-	return out
+	return rowsWhere(sum, func(rs *metrics.RowSummary) bool { return len(rs.ByTurn) > 0 })
 }
 
 // turnCells are one turn's line. Cached tokens the server did not report
