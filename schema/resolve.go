@@ -118,9 +118,7 @@ func (r *resolver) resolve(opts Options) *Plan {
 	plan.Rows = r.rows()
 	plan.Server.Variants = r.variants(plan.Server, opts.Target)
 	plan.Rows = r.expandVariants(plan.Rows, plan.Server.Variants)
-	if plan.Server.Builtin {
-		r.checkContext(plan.Rows, plan.Server.Sim.MaxModelLen)
-	}
+	r.checkContext(plan.Rows, plan.Server)
 	plan.Acceptance = r.acceptance(plan.Rows)
 	r.searchRowsWithoutRules(plan.Rows, plan.Acceptance)
 	r.hypothesesOnSearches(plan.Rows)
@@ -436,17 +434,36 @@ func (r *resolver) tooMany(path, what string, n, limit int) {
 }
 
 // checkContext rejects rows whose typical request would not fit the built-in
-// server's context: every such request would fail with a 400.
-func (r *resolver) checkContext(rows []PlannedRow, maxLen int) {
+// server's context: every such request would fail with a 400. A row run
+// under a built-in variant is held to that variant's context, which its
+// sim keys may change.
+func (r *resolver) checkContext(rows []PlannedRow, srv ServerPlan) {
+	type limit struct {
+		maxLen int
+		key    string
+	}
+	limits := map[string]limit{}
+	if srv.Builtin {
+		limits[""] = limit{srv.Sim.MaxModelLen, "server.sim.max_model_len"}
+	}
+	for i, v := range srv.Variants {
+		if v.Builtin {
+			limits[v.Name] = limit{v.Sim.MaxModelLen, fmt.Sprintf("server.variants[%d].sim.max_model_len", i)}
+		}
+	}
 	seen := map[string]bool{}
 	for _, row := range rows {
+		lim, ok := limits[row.Variant]
+		if !ok {
+			continue
+		}
 		in, out := row.Input.typical()+row.Conversation.growth(row.Output), row.Output.typical()
-		if in+out <= maxLen || seen[row.Base] {
+		if in+out <= lim.maxLen || seen[row.Base] {
 			continue
 		}
 		seen[row.Base] = true
-		r.problem("server.sim.max_model_len", fmt.Sprintf("raise server.sim.max_model_len above %d, or shorten the row", in+out),
-			"row %s asks for %d input + %d output tokens, more than the built-in server's context of %d", row.ID, in, out, maxLen)
+		r.problem(lim.key, fmt.Sprintf("raise %s above %d, or shorten the row", lim.key, in+out),
+			"row %s asks for %d input + %d output tokens, more than the built-in server's context of %d", row.ID, in, out, lim.maxLen)
 	}
 }
 

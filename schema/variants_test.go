@@ -156,3 +156,28 @@ rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 8, output_tokens: 4}]
 		t.Errorf("pricing one %+v, four %+v; want 1 GPU at $2/h and 4 at $8/h", one, four)
 	}
 }
+
+// TestVariantContext: a row is held to the context of the variant it runs
+// under: a variant that shortens max_model_len below the row is refused
+// at its own key, while the variant that keeps the default is not.
+func TestVariantContext(t *testing.T) {
+	_, err := Parse("test.yaml", []byte(`apiVersion: infermatrix/v1
+name: t
+server:
+  target: builtin
+  variants:
+    - {name: wide}
+    - {name: narrow, sim: {max_model_len: 1000}}
+rows: [{id: r, requests: 1, concurrency: 1, input_tokens: 2000, output_tokens: 100}]
+`), Options{})
+	if err == nil {
+		t.Fatal("no error: the narrow variant's context is shorter than the row")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "test.yaml:7:43: server.variants[1].sim.max_model_len") || !strings.Contains(msg, "row r@narrow asks for 2000 input + 100 output tokens") {
+		t.Errorf("want narrow's context refused at its key:\n%s", msg)
+	}
+	if strings.Contains(msg, "r@wide") {
+		t.Errorf("the wide variant is refused too:\n%s", msg)
+	}
+}
