@@ -116,7 +116,7 @@ func TestPooledRowsCharts(t *testing.T) {
 		st.Throughput.InputsPerS = 400 * float64(k+1)
 		rs.Steps = append(rs.Steps, st)
 	}
-	ramp := rampFigure(rs, true)
+	ramp := rampFigure(rs, true, metrics.SLO{})
 	if ramp == nil || len(ramp.panels) != 2 || ramp.panels[1].Y.Label.Text != "inputs/s" || len(ramp.legend) != 3 || ramp.legend[0].label != "E2E p95" {
 		t.Errorf("ramp of an embeddings row: %+v; want E2E p95, p50 above inputs/s", ramp)
 	}

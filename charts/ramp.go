@@ -4,6 +4,7 @@ import (
 	"github.com/infermatrix/infermatrix/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"math"
 )
 
 // rampFigures draws each ramped row's steps (RowSummary.Steps): TTFT p50
@@ -18,14 +19,14 @@ func rampFigures(in *Input) []*figure {
 	var out []*figure
 	for i := range in.Summary.Rows {
 		rs := &in.Summary.Rows[i]
-		if f := rampFigure(rs, pooledRow(in, rs)); f != nil {
+		if f := rampFigure(rs, pooledRow(in, rs), in.Summary.SLO); f != nil {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func rampFigure(rs *metrics.RowSummary, pooled bool) *figure {
+func rampFigure(rs *metrics.RowSummary, pooled bool, slo metrics.SLO) *figure {
 	if len(rs.Steps) < 2 {
 		return nil
 	}
@@ -63,12 +64,14 @@ func rampFigure(rs *metrics.RowSummary, pooled bool) *figure {
 	}
 	lat := newPanel("", "", "latency (ms)")
 	var legend []legendItem
+	top := 0.0
 	for k, se := range series {
 		var xys plotter.XYs
 		for j := range rs.Steps {
 			st := &rs.Steps[j]
 			if v, ok := se.get(st); ok && isFinite(v, st.Load()) {
 				xys = append(xys, plotter.XY{X: st.Load(), Y: v})
+				top = math.Max(top, v)
 			}
 		}
 		if len(xys) == 0 {
@@ -93,6 +96,24 @@ func rampFigure(rs *metrics.RowSummary, pooled bool) *figure {
 		l, s := seriesLine(tput, seriesColor(3), seriesGlyph(3), false)
 		tp.Add(l, s)
 		legend = append(legend, legendItem{workLabel, []plot.Thumbnailer{l, s}})
+	}
+	// The SLOs the steps are judged against, where they fall near the
+	// data (one far above would flatten it: it is named at the top).
+	if !pooled && top > 0 {
+		for _, l := range []struct {
+			name string
+			ms   float64
+		}{{"TTFT", slo.TTFTms}, {"TPOT", slo.TPOTms}} {
+			if l.ms <= 0 {
+				continue
+			}
+			label := l.name + " SLO " + fmtNum(l.ms) + " ms"
+			if l.ms <= 4*top {
+				lat.Add(&hline{y: l.ms, style: lineStyle(sloColor, 1.2, 6, 3), label: label, color: sloColor})
+			} else {
+				lat.Add(&hline{y: top * 1.1, label: label + ": far above", color: sloColor})
+			}
+		}
 	}
 	lat.Y.Min, tp.Y.Min = 0, 0
 	return &figure{
