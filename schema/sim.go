@@ -20,7 +20,6 @@ const (
 	DefaultSimTTFT      = 20 * time.Millisecond
 	DefaultSimITL       = 5 * time.Millisecond
 	DefaultSimPersona   = "vllm"
-	defaultTGIPerEvent  = 4
 	defaultRetryAfter   = time.Second
 	defaultSimReplicas  = 1
 	defaultSlowHeaders  = time.Second
@@ -99,9 +98,6 @@ func (r *resolver) resolveSim(s *SimSettings) {
 	}
 	if s.TokensPerEvent == 0 {
 		s.TokensPerEvent = 1
-		if s.Personality == "tgi" {
-			s.TokensPerEvent = defaultTGIPerEvent
-		}
 	}
 	r.resolveFaults(s.Faults)
 	if s.Preset == PresetFixed {

@@ -88,8 +88,8 @@ rows: [{id: a, concurrency: 1, requests: 1, input_tokens: 8, output_tokens: 8}]
 	tgi := simPlan(t, `server: {target: builtin, sim: {preset: tiny-fast, personality: tgi}}
 rows: [{id: a, concurrency: 1, requests: 1, input_tokens: 8, output_tokens: 8}]
 `)
-	if tgi.Server.Sim.TokensPerEvent != 4 {
-		t.Errorf("tgi tokens per event %d, want 4", tgi.Server.Sim.TokensPerEvent)
+	if tgi.Server.Sim.TokensPerEvent != 1 {
+		t.Errorf("tgi tokens per event %d, want 1: TGI sends one token per event", tgi.Server.Sim.TokensPerEvent)
 	}
 }
 

@@ -151,8 +151,8 @@ type SimSettings struct {
 	Seed           int64       `yaml:"seed" json:"seed,omitempty" doc:"Seed of the generated text, the EOS draws, the faults and the step jitter."`
 	Engine         SimEngine   `yaml:"engine" json:"engine,omitempty" doc:"Overrides of the preset's engine parameters."`
 	FrontEnd       SimFrontEnd `yaml:"front_end" json:"front_end,omitempty" doc:"Overrides of the preset's host overhead (the API server)."`
-	Personality    string      `yaml:"personality" json:"personality,omitempty" doc:"Whose wire format to mimic: vllm, llama.cpp (closes the connection after each stream, adds timings) or tgi (several tokens per event)." enum:"vllm,llama.cpp,tgi" default:"vllm"`
-	TokensPerEvent int         `yaml:"tokens_per_event" json:"tokens_per_event,omitempty" doc:"Tokens carried by each streamed event. Default 4 for tgi, 1 otherwise." minimum:"1" maximum:"1000"`
+	Personality    string      `yaml:"personality" json:"personality,omitempty" doc:"Whose wire format to mimic: vllm, llama.cpp (closes the connection after each stream, adds timings) or tgi (its chunks and errors; the model field ignored)." enum:"vllm,llama.cpp,tgi" default:"vllm"`
+	TokensPerEvent int         `yaml:"tokens_per_event" json:"tokens_per_event,omitempty" doc:"Tokens carried by each streamed event, as a server that sends several tokens a step (speculative decoding) does. Default 1, as vLLM, llama.cpp and TGI send." minimum:"1" maximum:"1000"`
 	EOSMeanTokens  int         `yaml:"eos_mean_tokens" json:"eos_mean_tokens,omitempty" doc:"Mean natural output length: a request without ignore_eos stops early at a seeded EOS drawn with this mean. 0 disables EOS." minimum:"0"`
 	Faults         []SimFault  `yaml:"faults" json:"faults,omitempty" doc:"Faults injected into requests at random (seeded); a request can also ask for one with the X-Sim-Fault header."`
 	GroundTruth    bool        `yaml:"ground_truth" json:"ground_truth,omitempty" doc:"Write sim-ground-truth.jsonl into the run directory: the server's own arrival and flush time of every token, to compute the client's measurement error."`

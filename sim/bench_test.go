@@ -32,6 +32,7 @@ func BenchmarkStreamTokens(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		s.ServeHTTP(w, r)
 	}
 	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "tokens/s")

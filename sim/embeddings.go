@@ -41,24 +41,17 @@ type poolingRequest struct {
 // servePooling serves one embeddings (rerank false) or rerank request.
 func (s *Server) servePooling(w http.ResponseWriter, r *http.Request, rerank bool) {
 	arrival := time.Now()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
-		writeError(w, badRequest("could not read request body: %v", err))
-		return
-	}
 	var req poolingRequest
-	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
-		writeError(w, badRequest("invalid JSON body: %v", err))
+	if !s.readJSON(w, r, &req) {
 		return
 	}
-	if req.Model != "" && req.Model != s.cfg.Model && s.pers != personaLlama {
-		writeError(w, &apiError{status: http.StatusNotFound, kind: "NotFoundError",
-			message: fmt.Sprintf("The model `%s` does not exist.", req.Model)})
+	if e := s.checkModel(req.Model); e != nil {
+		s.writeError(w, e)
 		return
 	}
 	seqs, docs, apiErr := s.poolingSequences(&req, rerank)
 	if apiErr != nil {
-		writeError(w, apiErr)
+		s.writeError(w, apiErr)
 		return
 	}
 	counter := s.requests.Add(1)
@@ -96,7 +89,7 @@ func (s *Server) servePooling(w http.ResponseWriter, r *http.Request, rerank boo
 		body, err = s.embeddingsBody(len(seqs), total, counter, arrival)
 	}
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		s.writeError(w, internalError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, body)

@@ -215,6 +215,7 @@ func TestFaultReset(t *testing.T) {
 	}
 
 	req, _ := http.NewRequest(http.MethodPost, inst.BaseURL+"/chat/completions", strings.NewReader(chatPlain(5)))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(FaultHeader, "reset")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
@@ -235,6 +236,7 @@ func TestFaultResetWithoutHijack(t *testing.T) {
 		}
 		for _, fault := range []string{"reset; after=2", ""} {
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatStream(5)))
+			r.Header.Set("Content-Type", "application/json")
 			if fault != "" {
 				r.Header.Set(FaultHeader, fault)
 			}
@@ -260,6 +262,7 @@ func TestFaultStallUnbounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, inst.BaseURL+"/chat/completions", strings.NewReader(chatStream(1000)))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(FaultHeader, "stall; after=3")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -306,7 +309,7 @@ func TestFaultStallBounded(t *testing.T) {
 	const stallFor = 60 * time.Millisecond
 	resp := request(t, inst.BaseURL+"/chat/completions", chatStream(6), "stall; after=2; for=60ms")
 	events := readEvents(t, resp.Body)
-	if len(events) != 1+6+1+1+1 || events[len(events)-1] != "[DONE]" {
+	if len(events) != 1+6+1+1 || events[len(events)-1] != "[DONE]" { // role, tokens, usage, [DONE]
 		t.Fatalf("got %d events, want a whole stream", len(events))
 	}
 	rec := waitTruth(t, truth, 1)[0]
@@ -329,6 +332,7 @@ func TestFaultStallDoesNotHoldClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, inst.BaseURL+"/chat/completions", strings.NewReader(chatStream(100)))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(FaultHeader, "stall; after=0")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

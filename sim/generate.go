@@ -26,12 +26,12 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 	arrival := time.Now()
 	headerFault, headerSet, ferr := parseFaultHeader(r.Header.Values(FaultHeader))
 	if ferr != nil {
-		writeError(w, ferr)
+		s.writeError(w, ferr)
 		return
 	}
 	req, apiErr := s.parseRequest(w, r, ep)
 	if apiErr != nil {
-		writeError(w, apiErr)
+		s.writeError(w, apiErr)
 		return
 	}
 	fault := headerFault
@@ -385,7 +385,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 	body, err := s.responseBody(g, sb.String(), lastAt)
 	g.sent = 0
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		s.writeError(w, internalError(err))
 		return
 	}
 
@@ -394,7 +394,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 		switch f.Kind {
 		case FaultErrorEvent:
 			g.status = statusFault
-			writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: "simulated fault: generation failed"})
+			s.writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: "simulated fault: generation failed"})
 			return
 		case FaultReset:
 			g.status = statusFault

@@ -141,7 +141,7 @@ func TestGroundTruth(t *testing.T) {
 // token has an entry, and the tokens of an event share its flush time.
 func TestGroundTruthEvents(t *testing.T) {
 	truth := &syncBuffer{}
-	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 200 * time.Microsecond, Personality: PersonalityTGI, GroundTruth: truth})
+	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 200 * time.Microsecond, Personality: PersonalityTGI, TokensPerEvent: 4, GroundTruth: truth})
 	readEvents(t, request(t, inst.BaseURL+"/chat/completions", chatStream(10), "").Body)
 	rec := waitTruth(t, truth, 1)[0]
 	if rec.OutputTokens != 10 || rec.Status != statusOK {

@@ -64,8 +64,8 @@ func TestOpenAIChatStream(t *testing.T) {
 			usage = resp.Usage
 		}
 	}
-	if chunks != n+3 {
-		t.Errorf("%d chunks, want role + %d tokens + finish + usage", chunks, n)
+	if chunks != n+2 {
+		t.Errorf("%d chunks, want role + %d tokens (the last with finish_reason) + usage", chunks, n)
 	}
 	if finish != openai.FinishReasonLength {
 		t.Errorf("finish reason %q", finish)
@@ -138,18 +138,13 @@ func TestOpenAIErrors(t *testing.T) {
 		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
 		MaxTokens: 100,
 	})
-	var reqErr *openai.RequestError
+	// go-openai decodes {"error": {...}} into an APIError; any other
+	// body would leave it a RequestError with no message.
 	var apiErr *openai.APIError
-	switch {
-	case errors.As(err, &apiErr):
-		if apiErr.HTTPStatusCode != 400 {
-			t.Errorf("status %d", apiErr.HTTPStatusCode)
-		}
-	case errors.As(err, &reqErr):
-		if reqErr.HTTPStatusCode != 400 {
-			t.Errorf("status %d", reqErr.HTTPStatusCode)
-		}
-	default:
-		t.Fatalf("want a 400 error, got %v", err)
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("want an APIError decoded from vLLM's error body, got %T %v", err, err)
+	}
+	if apiErr.HTTPStatusCode != 400 || apiErr.Type != "BadRequestError" || !strings.Contains(apiErr.Message, "maximum context length is 50 tokens") {
+		t.Errorf("APIError %+v", apiErr)
 	}
 }

@@ -40,12 +40,6 @@ func parsePersonality(name string) (personality, error) {
 	return 0, fmt.Errorf("personality %q: unknown (valid: %s, %s, %s)", name, PersonalityVLLM, PersonalityLlamaCpp, PersonalityTGI)
 }
 
-// defaultTGITokensPerEvent is the tgi personality's default
-// Config.TokensPerEvent: several tokens to an event, as a server that
-// accepts several tokens a step (speculative decoding) streams them, so that
-// a client that counts events as tokens is caught out.
-const defaultTGITokensPerEvent = 4
-
 // System fingerprints shaped like each server's build string.
 const (
 	llamaFingerprint = "b6000-infermatrix"
@@ -61,11 +55,11 @@ type frames struct {
 	tokenPre  []byte // a token event up to its text
 	tokenPost []byte // a token event after its text
 	// lastPost closes the final token event when the personality puts
-	// finish_reason on it (tgi); nil when a separate finish event
-	// follows.
+	// finish_reason on it (vllm, tgi); nil when a separate finish event
+	// follows (llama.cpp).
 	lastPost []byte
-	// finish is the finish event: whole for vllm, and for llama.cpp up
-	// to where usage and timings go, without the closing "}\n\n".
+	// finish is llama.cpp's finish event up to where usage and timings
+	// go, without the closing "}\n\n".
 	finish   []byte
 	usagePre []byte // the usage event up to its usage object; nil when there is none
 }
@@ -105,17 +99,21 @@ func (s *Server) vllmFrames(g *generation) frames {
 	if g.req.includeUsage {
 		tail = `,"usage":null}` + "\n\n"
 	}
+	// finish_reason rides on the last token's chunk, with stop_reason
+	// (null: no stop string or token ended it), as vLLM's serving code
+	// sets both on the output that finishes; there is no separate empty
+	// finish chunk. Completion chunks carry stop_reason on every chunk.
 	reason := g.req.finishReason
 	var f frames
 	if g.ep == chatEndpoint {
 		f.role = concat(head, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`, tail)
 		f.tokenPre = concat(head, `[{"index":0,"delta":{"content":"`)
 		f.tokenPost = []byte(`"},"logprobs":null,"finish_reason":null}]` + tail)
-		f.finish = concat(head, `[{"index":0,"delta":{},"logprobs":null,"finish_reason":"`+reason+`"}]`, tail)
+		f.lastPost = []byte(`"},"logprobs":null,"finish_reason":"` + reason + `","stop_reason":null}]` + tail)
 	} else {
 		f.tokenPre = concat(head, `[{"index":0,"text":"`)
-		f.tokenPost = []byte(`","logprobs":null,"finish_reason":null}]` + tail)
-		f.finish = concat(head, `[{"index":0,"text":"","logprobs":null,"finish_reason":"`+reason+`"}]`, tail)
+		f.tokenPost = []byte(`","logprobs":null,"finish_reason":null,"stop_reason":null}]` + tail)
+		f.lastPost = []byte(`","logprobs":null,"finish_reason":"` + reason + `","stop_reason":null}]` + tail)
 	}
 	if g.req.includeUsage {
 		f.usagePre = concat(head, `[],"usage":`)
@@ -199,7 +197,6 @@ func (s *Server) appendEnd(b []byte, g *generation, f *frames, n int, lastAt tim
 	req := g.req
 	switch s.pers {
 	case personaVLLM:
-		b = append(b, f.finish...)
 		if req.includeUsage {
 			b = append(b, f.usagePre...)
 			b = appendUsage(b, req.promptTokens, n, g.clock.cached())

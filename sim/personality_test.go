@@ -357,30 +357,33 @@ func TestLlamaCppKeepAliveClient(t *testing.T) {
 	t.Logf("%d of %d requests first tried a connection the server was closing", reused.Load(), requests)
 }
 
+// TestTGIStream checks TGI's chunks: one token per event, as TGI streams,
+// the role on every delta, finish_reason on the last token's event, and
+// the request's model field ignored ("tgi" is what TGI's own examples send).
 func TestTGIStream(t *testing.T) {
 	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 200 * time.Microsecond, Personality: PersonalityTGI})
-	if got := inst.Server.Config().TokensPerEvent; got != 4 {
-		t.Fatalf("TokensPerEvent %d, want tgi's default 4", got)
+	if got := inst.Server.Config().TokensPerEvent; got != 1 {
+		t.Fatalf("TokensPerEvent %d, want 1: TGI sends one token per event", got)
 	}
 	tok := builtinTokenizer(t)
-	const n = 10 // events of 4, 4 and 2 tokens
+	const n = 3
 	for _, c := range []struct {
 		path, body string
 		object     string
 	}{
-		{"/chat/completions", chatStream(n), "chat.completion.chunk"},
-		{"/completions", fmt.Sprintf(`{"prompt":"hi","max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`, n), "text_completion"},
+		{"/chat/completions", fmt.Sprintf(`{"model":"tgi","messages":[{"role":"user","content":"hi"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`, n), "chat.completion.chunk"},
+		{"/completions", fmt.Sprintf(`{"model":"tgi","prompt":"hi","max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`, n), "text_completion"},
 	} {
 		resp := request(t, inst.BaseURL+c.path, c.body, "")
-		if resp.Header.Get("Content-Type") != "text/event-stream" {
-			t.Errorf("Content-Type %q", resp.Header.Get("Content-Type"))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%s: %s, Content-Type %q", c.path, resp.Status, resp.Header.Get("Content-Type"))
 		}
 		events := readEvents(t, resp.Body)
-		if len(events) != 3+1+1 || events[4] != "[DONE]" {
-			t.Fatalf("%s: got %d events, want 3 token events, usage, [DONE]: %q", c.path, len(events), events)
+		if len(events) != n+1+1 || events[n+1] != "[DONE]" {
+			t.Fatalf("%s: got %d events, want %d token events, usage, [DONE]: %q", c.path, len(events), n, events)
 		}
 		var text strings.Builder
-		for i, ev := range events[:3] {
+		for i, ev := range events[:n] {
 			if !strings.HasPrefix(ev, `{"object":"`+c.object+`"`) {
 				t.Errorf("event %d not in TGI's key order: %s", i, ev)
 			}
@@ -389,24 +392,24 @@ func TestTGIStream(t *testing.T) {
 				t.Errorf("event %d envelope: %s", i, ev)
 			}
 			piece := contentOf(ch)
-			if want := []int{4, 4, 2}[i]; tok.Count(piece) != want {
-				t.Errorf("event %d carries %q, %d tokens; want %d", i, piece, tok.Count(piece), want)
+			if tok.Count(piece) != 1 {
+				t.Errorf("event %d carries %q, %d tokens; want 1", i, piece, tok.Count(piece))
 			}
 			text.WriteString(piece)
 			if ch.Choices[0].Delta != nil && (ch.Choices[0].Delta.Role == nil || *ch.Choices[0].Delta.Role != "assistant") {
 				t.Errorf("event %d delta lacks the role: %s", i, ev)
 			}
 			fr := ch.Choices[0].FinishReason
-			if (i < 2) != (fr == nil) || (i == 2 && *fr != "length") {
+			if last := i == n-1; last == (fr == nil) || (last && *fr != "length") {
 				t.Errorf("event %d finish_reason: %s", i, ev)
 			}
 		}
 		if got := tok.Count(text.String()); got != n {
 			t.Errorf("%s: text re-tokenizes to %d, want %d", c.path, got, n)
 		}
-		u, _ := decodeChunk(t, events[3])
+		u, _ := decodeChunk(t, events[n])
 		if len(u.Choices) != 0 || u.Usage == nil || u.Usage.CompletionTokens != n {
-			t.Errorf("usage event %s", events[3])
+			t.Errorf("usage event %s", events[n])
 		}
 	}
 }
@@ -415,7 +418,7 @@ func TestTGIStream(t *testing.T) {
 // group still lets exactly After tokens through.
 func TestTokensPerEventFaultBoundary(t *testing.T) {
 	tok := builtinTokenizer(t)
-	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 100 * time.Microsecond, Personality: PersonalityTGI})
+	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 100 * time.Microsecond, Personality: PersonalityTGI, TokensPerEvent: 4})
 	resp := request(t, inst.BaseURL+"/chat/completions", chatStream(20), "truncate; after=6")
 	var text strings.Builder
 	events := readEvents(t, resp.Body)
@@ -435,8 +438,8 @@ func TestTokensPerEventVLLM(t *testing.T) {
 	inst := startSim(t, Config{TTFT: time.Millisecond, ITL: 100 * time.Microsecond, TokensPerEvent: 3})
 	resp := request(t, inst.BaseURL+"/chat/completions", chatStream(7), "")
 	events := readEvents(t, resp.Body)
-	// role, events of 3, 3 and 1, finish, usage, [DONE]
-	if len(events) != 1+3+3 {
+	// role, events of 3, 3 and 1 (the last with finish_reason), usage, [DONE]
+	if len(events) != 1+3+2 {
 		t.Fatalf("got %d events: %q", len(events), events)
 	}
 	for i, want := range []int{3, 3, 1} {
@@ -455,7 +458,7 @@ func TestPersonalityValidated(t *testing.T) {
 	if _, err := New(Config{TokensPerEvent: -1}); err == nil {
 		t.Error("New(TokensPerEvent: -1) succeeded")
 	}
-	for p, want := range map[string]int{"": 1, PersonalityVLLM: 1, PersonalityLlamaCpp: 1, PersonalityTGI: 4} {
+	for p, want := range map[string]int{"": 1, PersonalityVLLM: 1, PersonalityLlamaCpp: 1, PersonalityTGI: 1} {
 		if got := (Config{Personality: p}).WithDefaults().TokensPerEvent; got != want {
 			t.Errorf("Personality %q: TokensPerEvent %d, want %d", p, got, want)
 		}

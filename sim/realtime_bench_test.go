@@ -46,6 +46,7 @@ func BenchmarkStreamTokensTinyFast(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		s.ServeHTTP(w, r)
 	}
 	b.ReportMetric(float64(b.N)*n/b.Elapsed().Seconds(), "tokens/s")

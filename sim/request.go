@@ -41,6 +41,18 @@ type completionRequest struct {
 	// length unless it ignores EOS, and never before min_tokens.
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens int  `json:"min_tokens"`
+
+	// Parameters the simulator cannot honour: its text is random words,
+	// drawn without a distribution to report. A request that sets one is
+	// refused (checkUnsupported), never served as if it had not.
+	Stop           json.RawMessage `json:"stop"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	Echo           bool            `json:"echo"`
+	Tools          json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
 }
 
 type chatMessage struct {
@@ -88,19 +100,6 @@ func (c *messageContent) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// apiError is an error response in vLLM's shape, with its HTTP status.
-type apiError struct {
-	status  int
-	kind    string // "BadRequestError", "NotFoundError", ...
-	message string
-}
-
-func (e *apiError) Error() string { return e.message }
-
-func badRequest(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, kind: "BadRequestError", message: fmt.Sprintf(format, args...)}
-}
-
 // maxBodyBytes bounds a request body. Prompts near a long context limit run
 // to a few megabytes of text; anything far beyond is not a benchmark.
 const maxBodyBytes = 64 << 20
@@ -125,25 +124,17 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(body); err != nil {
-		return parsedRequest{}, badRequest("could not read request body: %v", err)
+		return parsedRequest{}, invalidBody("could not read request body: %v", err)
 	}
 	var req completionRequest
 	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
-		return parsedRequest{}, badRequest("invalid JSON body: %v", err)
+		return parsedRequest{}, jsonError(err)
 	}
-	// llama.cpp serves whatever model it loaded and ignores the field.
-	if req.Model != "" && req.Model != s.cfg.Model && s.pers != personaLlama {
-		return parsedRequest{}, &apiError{
-			status:  http.StatusNotFound,
-			kind:    "NotFoundError",
-			message: fmt.Sprintf("The model `%s` does not exist.", req.Model),
-		}
+	if e := s.checkModel(req.Model); e != nil {
+		return parsedRequest{}, e
 	}
-
-	if req.N != nil && *req.N != 1 {
-		// Several choices per request would make usage disagree with
-		// what a client counts in the one choice the simulator returns.
-		return parsedRequest{}, badRequest("n=%d is not supported: the simulator returns one choice per request", *req.N)
+	if e := checkUnsupported(&req, ep); e != nil {
+		return parsedRequest{}, e
 	}
 	if req.StreamOptions != nil && !req.Stream {
 		return parsedRequest{}, badRequest("Stream options can only be defined when `stream=True`.")
@@ -152,18 +143,14 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 	var ids []int
 	switch ep {
 	case chatEndpoint:
-		if len(req.Messages) == 0 {
-			return parsedRequest{}, badRequest("messages: field required and must not be empty")
+		if req.Messages == nil {
+			return parsedRequest{}, invalidBody("[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]")
 		}
-		for _, m := range req.Messages {
-			for _, p := range m.Content.parts {
-				ids = append(ids, s.tok.Encode(p)...)
-			}
-		}
+		ids = s.encodeMessages(req.Messages)
 	case completionEndpoint:
 		var err error
 		if ids, err = encodePrompt(s.tok, req.Prompt); err != nil {
-			return parsedRequest{}, badRequest("prompt: %v", err)
+			return parsedRequest{}, invalidBody("prompt: %v", err)
 		}
 	}
 	prompt := len(ids)
@@ -185,18 +172,32 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 		requested = req.MaxTokens
 	}
 	if requested == nil {
+		requested = s.defaultMaxTokens(ep, prompt)
+	}
+	if prompt >= limit {
 		// vLLM's message for a prompt that leaves no room at all.
-		if prompt >= limit {
-			return parsedRequest{}, badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", limit, prompt)
-		}
-		p.maxTokens = min(s.cfg.DefaultMaxTokens, limit-prompt)
+		e := badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", limit, prompt)
+		e.contextPrompt, e.contextLimit = prompt, limit
+		return parsedRequest{}, e
+	}
+	if requested == nil {
+		// Until EOS, or until the context is full.
+		p.maxTokens = limit - prompt
 	} else {
 		p.maxTokens = *requested
 		if p.maxTokens < 1 {
 			return parsedRequest{}, badRequest("max_tokens must be at least 1, got %d.", p.maxTokens)
 		}
 		if prompt+p.maxTokens > limit {
-			return parsedRequest{}, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", limit, prompt+p.maxTokens, prompt, p.maxTokens)
+			if s.pers == personaLlama {
+				// llama-server generates until its context is
+				// full and stops there with "length".
+				p.maxTokens = limit - prompt
+			} else {
+				e := badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", limit, prompt+p.maxTokens, prompt, p.maxTokens)
+				e.contextPrompt, e.contextLimit, e.contextOutput = prompt, limit, p.maxTokens
+				return parsedRequest{}, e
+			}
 		}
 	}
 	if req.MinTokens < 0 {
@@ -288,4 +289,76 @@ func encodePrompt(tok tokenizer.Tokenizer, raw json.RawMessage) ([]int, error) {
 		}
 	}
 	return ids, nil
+}
+
+// defaultMaxTokens is the output length of a request that sets neither
+// max_tokens nor max_completion_tokens: Config.DefaultMaxTokens when set,
+// else the server's own default: vLLM's completions default to 16 tokens
+// (and so refuse a prompt that leaves less room), while vLLM's chat,
+// llama-server and TGI generate until EOS or a full context (nil).
+func (s *Server) defaultMaxTokens(ep endpoint, prompt int) *int {
+	n := s.cfg.DefaultMaxTokens
+	switch {
+	case n > 0:
+		n = min(n, s.cfg.MaxModelLen-prompt)
+	case ep == completionEndpoint && s.pers == personaVLLM:
+		n = vllmCompletionMaxTokens
+	default:
+		return nil
+	}
+	return &n
+}
+
+// vllmCompletionMaxTokens is CompletionRequest.max_tokens' default in vLLM
+// (and OpenAI's legacy completions).
+const vllmCompletionMaxTokens = 16
+
+// checkUnsupported refuses, in vLLM's shape, a request whose answer the
+// simulator cannot honour: several choices, stop strings, log
+// probabilities, echo, tool calls, structured output. Serving such a request
+// as if the parameter were absent would hand a client an answer it did not
+// ask for without saying so. Empty and explicit defaults ("stop": [],
+// "logprobs": false, "tool_choice": "none", "response_format": {"type":
+// "text"}) are accepted, as clients send them routinely.
+func checkUnsupported(req *completionRequest, ep endpoint) *apiError {
+	const why = "is not supported by the simulator, whose output is random words"
+	if req.N != nil && *req.N != 1 {
+		// Several choices would make usage disagree with what a client
+		// counts in the one choice the simulator returns.
+		return badRequest("n=%d %s: it returns one choice per request", *req.N, why)
+	}
+	if !isEmptyJSON(req.Stop) {
+		return badRequest("stop %s: no stop string can be matched meaningfully", why)
+	}
+	if !isEmptyJSON(req.Logprobs) && string(bytes.TrimSpace(req.Logprobs)) != "false" {
+		return badRequest("logprobs %s: there are no probabilities to report", why)
+	}
+	if req.Echo {
+		return badRequest("echo %s", why)
+	}
+	if ep == chatEndpoint && !isEmptyJSON(req.Tools) {
+		var choice string
+		_ = json.Unmarshal(req.ToolChoice, &choice)
+		switch {
+		case isEmptyJSON(req.ToolChoice) || choice == "auto":
+			// What a vLLM started without a tool parser answers,
+			// as the published benchmarks' servers were.
+			return badRequest(`"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`)
+		case choice != "none":
+			return badRequest("tool_choice %s %s: it cannot call tools", string(req.ToolChoice), why)
+		}
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		return badRequest("response_format of type %q %s, not structured output", rf.Type, why)
+	}
+	return nil
+}
+
+// isEmptyJSON reports whether raw is absent, null, "", [] or {}.
+func isEmptyJSON(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", `""`, "[]", "{}":
+		return true
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -95,79 +96,78 @@ func (s *Server) Config() Config { return s.cfg }
 
 // ServeHTTP routes the OpenAI-compatible endpoints. Routing is a switch
 // rather than an http.ServeMux so that wrong methods and unknown paths get
-// JSON errors in vLLM's shape instead of the mux's plain-text ones.
+// the personality's JSON errors instead of the mux's plain-text ones.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.setServerHeaders(w.Header())
 	switch r.URL.Path {
 	case "/v1/chat/completions":
-		if allow(w, r, http.MethodPost) {
+		if s.allowJSON(w, r) {
 			s.serveGeneration(w, r, chatEndpoint)
 		}
 	case "/v1/completions":
-		if allow(w, r, http.MethodPost) {
+		if s.allowJSON(w, r) {
 			s.serveGeneration(w, r, completionEndpoint)
 		}
 	case "/v1/embeddings", "/v1/rerank", "/rerank":
 		// vLLM serves rerank at /rerank, /v1/rerank and /v2/rerank.
-		if allow(w, r, http.MethodPost) {
+		if s.allowJSON(w, r) {
 			s.servePooling(w, r, r.URL.Path != "/v1/embeddings") // embeddings.go
 		}
+	case "/tokenize":
+		if s.allowJSON(w, r) {
+			s.serveTokenize(w, r) // tokenize.go
+		}
+	case "/detokenize":
+		if s.allowJSON(w, r) {
+			s.serveDetokenize(w, r)
+		}
 	case "/v1/models":
-		if allow(w, r, http.MethodGet, http.MethodHead) {
+		if s.allow(w, r, http.MethodGet, http.MethodHead) {
 			s.serveModels(w)
 		}
 	case "/health":
-		if allow(w, r, http.MethodGet, http.MethodHead) {
+		if s.allow(w, r, http.MethodGet, http.MethodHead) {
+			w.WriteHeader(http.StatusOK)
+		}
+	case "/ping":
+		// vLLM's /ping (SageMaker's health check) answers as /health,
+		// on GET and POST.
+		if s.allow(w, r, http.MethodGet, http.MethodHead, http.MethodPost) {
 			w.WriteHeader(http.StatusOK)
 		}
 	case "/metrics":
-		if allow(w, r, http.MethodGet, http.MethodHead) {
+		if s.allow(w, r, http.MethodGet, http.MethodHead) {
 			s.serveMetrics(w)
 		}
 	case "/version":
-		if allow(w, r, http.MethodGet, http.MethodHead) {
+		if s.allow(w, r, http.MethodGet, http.MethodHead) {
 			s.serveVersion(w)
 		}
 	default:
-		writeError(w, &apiError{status: http.StatusNotFound, kind: "NotFoundError", message: "Not Found"})
+		s.writeError(w, &apiError{status: http.StatusNotFound, kind: kindRouting, message: "Not Found"})
 	}
 }
 
+// allowJSON reports whether r is a POST with a JSON body, answering as
+// the personality does when not.
+func (s *Server) allowJSON(w http.ResponseWriter, r *http.Request) bool {
+	return s.allow(w, r, http.MethodPost) && s.checkContentType(w, r)
+}
+
 // allow reports whether r uses one of methods, answering 405 when not.
-func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	for _, m := range methods {
 		if r.Method == m {
 			return true
 		}
 	}
-	allowed := methods[0]
-	for _, m := range methods[1:] {
-		allowed += ", " + m
-	}
-	w.Header().Set("Allow", allowed)
-	writeError(w, &apiError{
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	s.writeError(w, &apiError{
 		status:  http.StatusMethodNotAllowed,
-		kind:    "MethodNotAllowedError",
-		message: fmt.Sprintf("Method %s not allowed for %s", r.Method, r.URL.Path),
+		kind:    kindRouting,
+		message: "Method Not Allowed",
 	})
 	return false
-}
-
-// writeError writes e in vLLM's error shape:
-// {"object":"error","message":...,"type":...,"param":null,"code":...}.
-func writeError(w http.ResponseWriter, e *apiError) {
-	body, err := json.Marshal(struct {
-		Object  string  `json:"object"`
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    int     `json:"code"`
-	}{"error", e.message, e.kind, nil, e.status})
-	if err != nil {
-		// Marshalling strings and ints cannot fail; keep the status.
-		body = []byte(`{"object":"error"}`)
-	}
-	writeJSON(w, e.status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
@@ -186,7 +186,7 @@ func (s *Server) serveVersion(w http.ResponseWriter) {
 		Version string `json:"version"`
 	}{buildinfo.Get().Version})
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		s.writeError(w, internalError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -206,7 +206,7 @@ func (s *Server) serveModels(w http.ResponseWriter) {
 		Data   []model `json:"data"`
 	}{"list", []model{{s.cfg.Model, "model", s.created, "infermatrix", s.cfg.Model, s.cfg.MaxModelLen}}})
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, kind: "InternalServerError", message: err.Error()})
+		s.writeError(w, internalError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, body)

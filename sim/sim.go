@@ -7,7 +7,7 @@
 // the parts of the protocol a load generator depends on: POST
 // /v1/chat/completions and /v1/completions, streaming (server-sent events)
 // and not, usage reporting, vLLM-shaped errors, GET /v1/models, /health,
-// /version, and a Prometheus /metrics endpoint with vLLM's metric names and,
+// /ping, /version, POST /tokenize and /detokenize, and a Prometheus /metrics endpoint with vLLM's metric names and,
 // for an engine, its simulated GPUs under DCGM exporter's (gpu.go).
 //
 // # Token accounting
@@ -66,9 +66,12 @@
 // Clients meet more servers than vLLM, and each has quirks a client must
 // survive. Config.Personality picks the wire format:
 //
-//   - "vllm" (the default): vLLM's chunks, a role chunk with "content":"",
-//     a separate finish chunk, and with include_usage "usage":null on every
-//     chunk before a final usage chunk. Every usage object, streamed or
+//   - "vllm" (the default): vLLM 0.11's chunks, a role chunk with
+//     "content":"", finish_reason on the last token's chunk, and with
+//     include_usage "usage":null on every chunk before a final usage chunk;
+//     its error bodies ({"error":{...}}, errors.go), Content-Type check,
+//     default max_tokens, refusals of what the simulator cannot honour, and
+//     /tokenize, /detokenize and /ping. Every usage object, streamed or
 //     not, ends with "prompt_tokens_details":{"cached_tokens":N}, as vLLM's
 //     does when started with --enable-prompt-tokens-details. The simulator
 //     always sends it, 0 included, where vLLM sends it only with that flag
@@ -85,11 +88,15 @@
 //     advertising Keep-Alive: a keep-alive client that reuses the connection
 //     fails unless it retries, which Go's transport does for requests with
 //     an Idempotency-Key header.
-//   - "tgi": text-generation-inference's chunks, with several tokens per
-//     event (Config.TokensPerEvent, default 4), the role on every delta and
-//     finish_reason on the last token event. Usage still counts tokens, so
-//     a client that counts events instead of tokens is caught out. TGI
+//   - "tgi": text-generation-inference's chunks, one token per event, the
+//     role on every delta and finish_reason on the last token event; the
+//     request's model field is ignored, and errors are TGI's
+//     {"error","error_type"}, 422 for a request its validation refuses. TGI
 //     reports no cached count, and neither does the personality.
+//
+// Config.TokensPerEvent > 1 stands for a server that sends several tokens a
+// step (speculative decoding) under any personality: usage still counts
+// tokens, so a client that counts events instead of tokens is caught out.
 //
 // # Faults
 //
@@ -153,9 +160,11 @@ type Config struct {
 	// without an Engine. Default 5ms; zero selects the default, as for
 	// TTFT.
 	ITL time.Duration
-	// DefaultMaxTokens is the output length of a request that sets
-	// neither max_tokens nor max_completion_tokens, capped so that the
-	// request still fits MaxModelLen. Default 256.
+	// DefaultMaxTokens, when positive, is the output length of a request
+	// that sets neither max_tokens nor max_completion_tokens, capped so
+	// that the request still fits MaxModelLen. Zero, the default, is the
+	// mimicked server's own default: 16 for vLLM's completions, and until
+	// EOS or a full context for vLLM's chat, llama.cpp and TGI.
 	DefaultMaxTokens int
 	// Seed seeds the generated text. Two servers with the same Seed give
 	// a request with the same "seed" field the same text.
@@ -172,7 +181,8 @@ type Config struct {
 	// package documentation for what each changes.
 	Personality string
 	// TokensPerEvent is how many tokens each streamed event carries.
-	// Default 4 for "tgi", 1 otherwise.
+	// Default 1, as every mimicked server sends; more stands for a
+	// server that sends several tokens a step (speculative decoding).
 	TokensPerEvent int
 	// EOSMeanTokens is the mean of the geometric distribution from
 	// which a request's natural output length is drawn, as if the model
@@ -195,11 +205,10 @@ type Config struct {
 // The defaults WithDefaults applies. They stay unexported because Config's
 // field docs are their reference and callers express intent through Config.
 const (
-	defaultModel            = "infermatrix-sim"
-	defaultMaxModelLen      = 32768
-	defaultTTFT             = 20 * time.Millisecond
-	defaultITL              = 5 * time.Millisecond
-	defaultDefaultMaxTokens = 256
+	defaultModel       = "infermatrix-sim"
+	defaultMaxModelLen = 32768
+	defaultTTFT        = 20 * time.Millisecond
+	defaultITL         = 5 * time.Millisecond
 )
 
 // WithDefaults returns c with every zero field replaced by its default, so
@@ -224,17 +233,11 @@ func (c Config) WithDefaults() Config {
 	if c.ITL == 0 {
 		c.ITL = defaultITL
 	}
-	if c.DefaultMaxTokens == 0 {
-		c.DefaultMaxTokens = defaultDefaultMaxTokens
-	}
 	if c.Personality == "" {
 		c.Personality = PersonalityVLLM
 	}
 	if c.TokensPerEvent == 0 {
 		c.TokensPerEvent = 1
-		if c.Personality == PersonalityTGI {
-			c.TokensPerEvent = defaultTGITokensPerEvent
-		}
 	}
 	if len(c.Faults) > 0 {
 		// Copy, so that filling defaults does not write to the
@@ -261,8 +264,8 @@ func (c Config) validate() error {
 	if c.ITL < 0 {
 		errs = append(errs, fmt.Errorf("itl %v: must not be negative", c.ITL))
 	}
-	if c.DefaultMaxTokens < 1 {
-		errs = append(errs, fmt.Errorf("default max tokens %d: must be positive", c.DefaultMaxTokens))
+	if c.DefaultMaxTokens < 0 {
+		errs = append(errs, fmt.Errorf("default max tokens %d: must not be negative", c.DefaultMaxTokens))
 	}
 	if _, err := parsePersonality(c.Personality); err != nil {
 		errs = append(errs, err)

@@ -147,7 +147,9 @@ func TestStreamChat(t *testing.T) {
 				t.Errorf("Cache-Control %q", cc)
 			}
 			events := readEvents(t, resp.Body)
-			want := 1 + n + 1 + 1 // role, tokens, finish, [DONE]
+			// vLLM puts finish_reason on the last token's chunk:
+			// there is no separate finish chunk.
+			want := 1 + n + 1 // role, tokens, [DONE]
 			if includeUsage {
 				want++
 			}
@@ -195,15 +197,16 @@ func TestStreamChat(t *testing.T) {
 					if ch.Delta.Role == nil || *ch.Delta.Role != "assistant" || ch.Delta.Content == nil || *ch.Delta.Content != "" || ch.FinishReason != nil {
 						t.Errorf("role chunk %s", ev)
 					}
-				case i <= n:
-					if ch.Delta.Role != nil || ch.Delta.Content == nil || *ch.Delta.Content == "" || ch.FinishReason != nil {
+				case i < n:
+					if ch.Delta.Role != nil || ch.Delta.Content == nil || *ch.Delta.Content == "" || ch.FinishReason != nil || fields["choices"] == nil || strings.Contains(ev, "stop_reason") {
 						t.Errorf("content chunk %d: %s", i, ev)
 					}
 					content.WriteString(*ch.Delta.Content)
 				default:
-					if !strings.Contains(ev, `"delta":{}`) || ch.FinishReason == nil || *ch.FinishReason != "length" {
-						t.Errorf("finish chunk %s", ev)
+					if ch.Delta.Content == nil || *ch.Delta.Content == "" || ch.FinishReason == nil || *ch.FinishReason != "length" || !strings.Contains(ev, `"finish_reason":"length","stop_reason":null`) {
+						t.Errorf("last token chunk %s: want its token, finish_reason and stop_reason", ev)
 					}
+					content.WriteString(*ch.Delta.Content)
 				}
 			}
 			if got := tok.Count(content.String()); got != n {
@@ -237,25 +240,25 @@ func TestStreamCompletion(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	events := readEvents(t, resp.Body)
-	if len(events) != n+3 || events[n+2] != "[DONE]" {
-		t.Fatalf("got %d events, want %d tokens + finish + usage + [DONE]", len(events), n)
+	if len(events) != n+2 || events[n+1] != "[DONE]" {
+		t.Fatalf("got %d events, want %d tokens + usage + [DONE]", len(events), n)
 	}
 	var text strings.Builder
 	for i, ev := range events[:n] {
 		c, _ := decodeChunk(t, ev)
-		if c.Object != "text_completion" || !strings.HasPrefix(c.ID, "cmpl-") || len(c.Choices) != 1 || c.Choices[0].Text == nil || c.Choices[0].FinishReason != nil {
+		last := i == n-1
+		if c.Object != "text_completion" || !strings.HasPrefix(c.ID, "cmpl-") || len(c.Choices) != 1 || c.Choices[0].Text == nil || *c.Choices[0].Text == "" || (c.Choices[0].FinishReason != nil) != last || !strings.Contains(ev, `"stop_reason":null`) {
 			t.Fatalf("token chunk %d: %s", i, ev)
+		}
+		if last && *c.Choices[0].FinishReason != "length" {
+			t.Errorf("last token chunk %s: want finish_reason length", ev)
 		}
 		text.WriteString(*c.Choices[0].Text)
 	}
-	fin, _ := decodeChunk(t, events[n])
-	if len(fin.Choices) != 1 || fin.Choices[0].Text == nil || *fin.Choices[0].Text != "" || fin.Choices[0].FinishReason == nil || *fin.Choices[0].FinishReason != "length" {
-		t.Errorf("finish chunk %s", events[n])
-	}
-	u, _ := decodeChunk(t, events[n+1])
+	u, _ := decodeChunk(t, events[n])
 	wantPrompt := tok.Count(prompt)
 	if u.Usage == nil || *u.Usage != (usage{PromptTokens: wantPrompt, CompletionTokens: n, TotalTokens: wantPrompt + n}) {
-		t.Errorf("usage chunk %s, want prompt_tokens %d", events[n+1], wantPrompt)
+		t.Errorf("usage chunk %s, want prompt_tokens %d", events[n], wantPrompt)
 	}
 	if got := tok.Count(text.String()); got != n {
 		t.Errorf("text re-tokenizes to %d tokens, want %d", got, n)
@@ -287,12 +290,14 @@ func TestCompletionPromptForms(t *testing.T) {
 	}
 }
 
+// vllmError is vLLM 0.11's ErrorResponse: {"error": ErrorInfo}.
 type vllmError struct {
-	Object  string          `json:"object"`
-	Message string          `json:"message"`
-	Type    string          `json:"type"`
-	Param   json.RawMessage `json:"param"`
-	Code    int             `json:"code"`
+	Error struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Param   json.RawMessage `json:"param"`
+		Code    int             `json:"code"`
+	} `json:"error"`
 }
 
 func TestErrors(t *testing.T) {
@@ -308,17 +313,26 @@ func TestErrors(t *testing.T) {
 		{"too long", "/chat/completions", fmt.Sprintf(`{"messages":[{"role":"user","content":%q}],"max_tokens":50}`, long), 400, "BadRequestError",
 			fmt.Sprintf("This model's maximum context length is 100 tokens. However, you requested %d tokens (%d in the messages, 50 in the completion). Please reduce the length of the messages or completion.", p+50, p)},
 		{"prompt alone too long", "/completions", fmt.Sprintf(`{"prompt":%q}`, strings.Repeat("word ", 200)), 400, "BadRequestError", "maximum context length is 100 tokens"},
-		{"bad json", "/chat/completions", `{"messages": [`, 400, "BadRequestError", "invalid JSON"},
-		{"wrong type", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"}`, 400, "BadRequestError", "invalid JSON"},
-		{"no messages", "/chat/completions", `{"model":"infermatrix-sim"}`, 400, "BadRequestError", "messages"},
-		{"no prompt", "/completions", `{"max_tokens":3}`, 400, "BadRequestError", "prompt"},
-		{"image part", "/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "BadRequestError", "text-only"},
+		// FastAPI's validation refuses these before vLLM's code runs,
+		// with the status phrase as the type.
+		{"bad json", "/chat/completions", `{"messages": [`, 400, "Bad Request", "json_invalid"},
+		{"wrong type", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"}`, 400, "Bad Request", "max_tokens"},
+		{"no messages", "/chat/completions", `{"model":"infermatrix-sim"}`, 400, "Bad Request", "messages"},
+		{"no prompt", "/completions", `{"max_tokens":3}`, 400, "Bad Request", "prompt"},
+		{"image part", "/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "Bad Request", "text-only"},
 		{"zero max_tokens", "/completions", `{"prompt":"hi","max_tokens":0}`, 400, "BadRequestError", "max_tokens must be at least 1"},
 		{"min over max", "/completions", `{"prompt":"hi","max_tokens":2,"min_tokens":3}`, 400, "BadRequestError", "min_tokens"},
 		{"n above one", "/completions", `{"prompt":"hi","n":2}`, 400, "BadRequestError", "n=2"},
+		// What the simulator cannot honour it refuses, never ignores.
+		{"stop", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":["\n"]}`, 400, "BadRequestError", "stop is not supported"},
+		{"chat logprobs", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":2}`, 400, "BadRequestError", "logprobs is not supported"},
+		{"completion logprobs", "/completions", `{"prompt":"hi","logprobs":0}`, 400, "BadRequestError", "logprobs is not supported"},
+		{"echo", "/completions", `{"prompt":"hi","echo":true}`, 400, "BadRequestError", "echo is not supported"},
+		{"tools", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "BadRequestError", `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`},
+		{"required tool", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, 400, "BadRequestError", "cannot call tools"},
+		{"json output", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "BadRequestError", "json_object"},
 		{"stream options without stream", "/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "BadRequestError", "Stream options"},
 		{"unknown model", "/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "NotFoundError", "The model `gpt-9` does not exist."},
-		{"unknown path", "/audio/transcriptions", `{}`, 404, "NotFoundError", "Not Found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -331,26 +345,77 @@ func TestErrors(t *testing.T) {
 		})
 	}
 
+	// Starlette answers a path or method no route serves before vLLM's
+	// handlers can: {"detail": ...}, not vLLM's ErrorResponse.
+	routing := func(t *testing.T, resp *http.Response, status int, detail string) {
+		t.Helper()
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != status || string(b) != `{"detail":"`+detail+`"}` {
+			t.Errorf("%d %s, want %d {\"detail\":%q}", resp.StatusCode, b, status, detail)
+		}
+	}
+	t.Run("unknown path", func(t *testing.T) {
+		resp, err := http.Post(inst.BaseURL+"/audio/transcriptions", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		routing(t, resp, 404, "Not Found")
+	})
 	t.Run("wrong method", func(t *testing.T) {
 		resp, err := http.Get(inst.BaseURL + "/chat/completions")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		checkError(t, resp, 405, "MethodNotAllowedError", "GET")
 		if resp.Header.Get("Allow") != "POST" {
 			t.Errorf("Allow %q", resp.Header.Get("Allow"))
 		}
+		routing(t, resp, 405, "Method Not Allowed")
+	})
+	t.Run("content type", func(t *testing.T) {
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded"} {
+			req, _ := http.NewRequest(http.MethodPost, inst.BaseURL+"/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+			if ct != "" {
+				req.Header.Set("Content-Type", ct)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkError(t, resp, 400, "Bad Request", "Unsupported Media Type: Only 'application/json' is allowed")
+			resp.Body.Close()
+		}
+		resp, err := http.Post(inst.BaseURL+"/chat/completions", "Application/JSON; charset=utf-8", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("application/json with a charset: %s, want 200", resp.Status)
+		}
 	})
 
-	t.Run("default max tokens fits the context", func(t *testing.T) {
+	// vLLM's completions default to max_tokens 16, so a prompt that
+	// leaves less room is refused; its chat generates until the context
+	// is full.
+	t.Run("default max tokens", func(t *testing.T) {
 		resp := post(t, inst.BaseURL+"/completions", map[string]any{"prompt": strings.Repeat("word ", 90)})
+		checkError(t, resp, 400, "BadRequestError", fmt.Sprintf("you requested %d tokens (%d in the messages, 16 in the completion)", p+16, p))
+		resp = post(t, inst.BaseURL+"/completions", map[string]any{"prompt": strings.Repeat("word ", 40)})
 		var body textResponse
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 			t.Fatal(err)
 		}
-		if body.Usage.TotalTokens != 100 {
-			t.Errorf("usage %+v: want the default max_tokens capped to fill the 100-token context", body.Usage)
+		if body.Usage.CompletionTokens != 16 {
+			t.Errorf("completions usage %+v: want vLLM's default of 16 tokens", body.Usage)
+		}
+		resp = post(t, inst.BaseURL+"/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("word ", 40)}}})
+		var chat chatResponse
+		if err := json.NewDecoder(resp.Body).Decode(&chat); err != nil {
+			t.Fatal(err)
+		}
+		if chat.Usage.TotalTokens != 100 {
+			t.Errorf("chat usage %+v: want generation until the 100-token context is full", chat.Usage)
 		}
 	})
 }
@@ -367,11 +432,11 @@ func checkError(t *testing.T, resp *http.Response, status int, kind, message str
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
 		t.Fatalf("decode error body: %v", err)
 	}
-	if e.Object != "error" || e.Type != kind || e.Code != status || string(e.Param) != "null" {
+	if e.Error.Type != kind || e.Error.Code != status || string(e.Error.Param) != "null" {
 		t.Errorf("error body %+v, want type %s code %d", e, kind, status)
 	}
-	if !strings.Contains(e.Message, message) {
-		t.Errorf("message %q, want it to contain %q", e.Message, message)
+	if !strings.Contains(e.Error.Message, message) {
+		t.Errorf("message %q, want it to contain %q", e.Error.Message, message)
 	}
 }
 
@@ -482,7 +547,7 @@ func TestHeadersBeforeFirstToken(t *testing.T) {
 	}
 	close(gate.first)
 	events := readEvents(t, resp.Body)
-	if len(events) != 1+3+1+1 {
+	if len(events) != 1+3+1 {
 		t.Errorf("got %d events after opening the gate", len(events))
 	}
 }
@@ -526,6 +591,7 @@ func openLongStream(t *testing.T, ctx context.Context, baseURL string) *http.Res
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -685,7 +751,7 @@ func TestStartBaseURL(t *testing.T) {
 		t.Errorf("BaseURL %q, Addr %q", inst.BaseURL, inst.Addr)
 	}
 	c := inst.Server.Config()
-	if c.Model != "infermatrix-sim" || c.MaxModelLen != 32768 || c.TTFT != 20*time.Millisecond || c.ITL != 5*time.Millisecond || c.DefaultMaxTokens != 256 || c.Tokenizer == nil {
+	if c.Model != "infermatrix-sim" || c.MaxModelLen != 32768 || c.TTFT != 20*time.Millisecond || c.ITL != 5*time.Millisecond || c.DefaultMaxTokens != 0 || c.Tokenizer == nil {
 		t.Errorf("resolved config %+v", c)
 	}
 }
