@@ -524,7 +524,7 @@ prefill-only work through the same engine.`,
 	f.DurationVar(&itl, "itl", schema.DefaultSimITL, "time between tokens (preset fixed)")
 	f.Int64Var(&settings.Seed, "seed", 0, "seed of the text, EOS draws, faults and jitter")
 	f.StringVar(&settings.Personality, "personality", "vllm", "wire format to mimic: vllm, llama.cpp or tgi")
-	f.IntVar(&settings.TokensPerEvent, "tokens-per-event", 0, "tokens per streamed event (default 4 for tgi, 1 otherwise)")
+	f.IntVar(&settings.TokensPerEvent, "tokens-per-event", 0, "tokens per streamed event (default 1, as vLLM, llama.cpp and TGI send; more stands for speculative decoding)")
 	f.IntVar(&settings.EOSMeanTokens, "eos-mean-tokens", 0, "mean natural output length for requests without ignore_eos (0: no EOS)")
 	f.StringArrayVar(&faults, "fault", nil, "inject a fault, in X-Sim-Fault syntax plus a probability, e.g. 'reset; after=10; probability=0.01' (repeatable)")
 	f.StringVar(&truthPath, "ground-truth", "", "write each request's token due and flush times to this JSONL file")
