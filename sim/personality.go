@@ -396,12 +396,28 @@ type message struct {
 // each server orders its fields its own way.
 type (
 	chatResponse struct {
-		ID      string       `json:"id"`
-		Object  string       `json:"object"`
-		Created int64        `json:"created"`
-		Model   string       `json:"model"`
-		Choices []chatChoice `json:"choices"`
-		Usage   usage        `json:"usage"`
+		ID      string           `json:"id"`
+		Object  string           `json:"object"`
+		Created int64            `json:"created"`
+		Model   string           `json:"model"`
+		Choices []vllmChatChoice `json:"choices"`
+		Usage   usage            `json:"usage"`
+	}
+	// vLLM's choices carry stop_reason: the stop string or token that
+	// ended the output, null when none did (always, here).
+	vllmChatChoice struct {
+		Index        int       `json:"index"`
+		Message      message   `json:"message"`
+		Logprobs     *struct{} `json:"logprobs"`
+		FinishReason string    `json:"finish_reason"`
+		StopReason   *string   `json:"stop_reason"`
+	}
+	vllmTextChoice struct {
+		Index        int       `json:"index"`
+		Text         string    `json:"text"`
+		Logprobs     *struct{} `json:"logprobs"`
+		FinishReason string    `json:"finish_reason"`
+		StopReason   *string   `json:"stop_reason"`
 	}
 	chatChoice struct {
 		Index        int       `json:"index"`
@@ -410,12 +426,12 @@ type (
 		FinishReason string    `json:"finish_reason"`
 	}
 	textResponse struct {
-		ID      string       `json:"id"`
-		Object  string       `json:"object"`
-		Created int64        `json:"created"`
-		Model   string       `json:"model"`
-		Choices []textChoice `json:"choices"`
-		Usage   usage        `json:"usage"`
+		ID      string           `json:"id"`
+		Object  string           `json:"object"`
+		Created int64            `json:"created"`
+		Model   string           `json:"model"`
+		Choices []vllmTextChoice `json:"choices"`
+		Usage   usage            `json:"usage"`
 	}
 	textChoice struct {
 		Index        int       `json:"index"`
@@ -503,9 +519,9 @@ func (s *Server) responseBody(g *generation, text string, lastAt time.Time) ([]b
 	default:
 		u := usage{PromptTokens: p, TotalTokens: p + n, CompletionTokens: n, PromptTokensDetails: promptTokensDetails{cached}}
 		if chat {
-			v = chatResponse{g.id, "chat.completion", g.created, model, []chatChoice{{0, message{"assistant", text}, nil, reason}}, u}
+			v = chatResponse{g.id, "chat.completion", g.created, model, []vllmChatChoice{{0, message{"assistant", text}, nil, reason, nil}}, u}
 		} else {
-			v = textResponse{g.id, "text_completion", g.created, model, []textChoice{{0, text, nil, reason}}, u}
+			v = textResponse{g.id, "text_completion", g.created, model, []vllmTextChoice{{0, text, nil, reason, nil}}, u}
 		}
 	}
 	return json.Marshal(v)
