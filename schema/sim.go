@@ -69,12 +69,33 @@ func (s SimSettings) EngineConfig() (engine.Config, error) {
 	if e.FLOPsEfficiency > 0 {
 		c.Efficiency.FLOPs = e.FLOPsEfficiency
 	}
+	if e.AttentionEfficiency > 0 {
+		c.Efficiency.Attention = e.AttentionEfficiency
+	}
 	if e.Jitter != nil {
 		c.Jitter = *e.Jitter
+	}
+	if e.Drift != nil {
+		c.Drift = *e.Drift
+	}
+	if e.DriftPeriod != nil {
+		c.DriftPeriod = e.DriftPeriod.D()
 	}
 	fe := s.FrontEnd
 	if fe.RequestLatency != nil {
 		c.FrontEnd.RequestLatency = fe.RequestLatency.D()
+	}
+	if fe.RequestLatencyPerStream != nil {
+		c.FrontEnd.RequestLatencyPerStream = fe.RequestLatencyPerStream.D()
+	}
+	if fe.RequestCost != nil {
+		c.FrontEnd.RequestCost = fe.RequestCost.D()
+	}
+	if fe.RequestCostPerToken != nil {
+		c.FrontEnd.RequestCostPerToken = fe.RequestCostPerToken.D()
+	}
+	if fe.LatencySpread != nil {
+		c.FrontEnd.LatencySpread = *fe.LatencySpread
 	}
 	if fe.TokenCost != nil {
 		c.FrontEnd.TokenCost = fe.TokenCost.D()

@@ -88,6 +88,12 @@ type FrontEnd struct {
 	// request to the engine core over its socket, the first scheduler
 	// poll), which overlap with other work.
 	RequestLatency time.Duration
+	// RequestLatencyPerStream is added to RequestLatency for every stream
+	// open at the front end when the request arrives: the API server's
+	// event loop goes round every open stream between two steps of one
+	// request's path, so its awaits take longer the more streams it
+	// serves.
+	RequestLatencyPerStream time.Duration
 	// RequestCost and RequestCostPerToken are the front end's own work
 	// on a request before the engine sees it: parsing, the chat template
 	// and tokenization, growing with the prompt's length. It runs on the
@@ -173,7 +179,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("block size %d: must be positive", c.BlockSize))
 	}
 	fe := c.FrontEnd
-	if c.StepOverhead < 0 || c.SeqOverhead < 0 || fe.RequestLatency < 0 || fe.RequestCost < 0 || fe.RequestCostPerToken < 0 || fe.TokenCost < 0 || fe.TokenCostPerStream < 0 {
+	if c.StepOverhead < 0 || c.SeqOverhead < 0 || fe.RequestLatency < 0 || fe.RequestLatencyPerStream < 0 || fe.RequestCost < 0 || fe.RequestCostPerToken < 0 || fe.TokenCost < 0 || fe.TokenCostPerStream < 0 {
 		errs = append(errs, errors.New("overheads must not be negative"))
 	}
 	if c.Jitter < 0 || c.Drift < 0 || fe.LatencySpread < 0 {

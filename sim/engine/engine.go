@@ -35,8 +35,8 @@
 //
 // The front end is one process shared by all replicas, as vLLM's API
 // server is. A request first costs it RequestCost + RequestCostPerToken ×
-// prompt tokens of work, then waits RequestLatency without occupying it,
-// then reaches the engine; both are scaled by a per-request log-normal
+// prompt tokens of work, then waits RequestLatency + RequestLatencyPerStream
+// × open streams without occupying it, then reaches the engine; both are scaled by a per-request log-normal
 // factor (LatencySpread), the heavy tail of time to first token. Emitted
 // tokens pass the same process: each step's tokens cost TokenCost +
 // TokenCostPerStream × open streams apiece, served one at a time in order.
@@ -315,7 +315,7 @@ func (c *Cluster) requestPath(prompt int) time.Duration {
 		at = max(at, c.egressFree) + scale(work, f)
 		c.egressFree = at
 	}
-	return at + scale(fe.RequestLatency, f)
+	return at + scale(fe.RequestLatency+time.Duration(c.open)*fe.RequestLatencyPerStream, f)
 }
 
 func scale(d time.Duration, f float64) time.Duration {
