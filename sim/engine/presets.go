@@ -78,7 +78,7 @@ var presets = []Preset{
 			Efficiency:  roofline.Efficiency{Bandwidth: 0.8, FLOPs: 0.55},
 			MaxModelLen: 131072, MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
 			GPUMemoryUtilization: 0.9, ReserveBytes: 3e9, BlockSize: 16, PrefixCaching: true,
-			StepOverhead: 890 * time.Microsecond, SeqOverhead: 20 * time.Microsecond,
+			StepOverhead: 500 * time.Microsecond, SeqOverhead: 20 * time.Microsecond,
 			Jitter: 0.02, FrontEnd: vllmFrontEnd, Replicas: 1,
 		},
 	},
