@@ -25,7 +25,7 @@ const (
 	defaultSimReplicas  = 1
 	defaultSlowHeaders  = time.Second
 	defaultFaultAfter   = 0
-	simEnginePresetHint = "remove it, or choose an engine preset (" + "llama-3.1-8b-h100, qwen3-0.6b-h200, tiny-fast)"
+	simEnginePresetHint = "remove it, or choose an engine preset (" + "llama-3.1-8b-h100, qwen3-0.6b-h200, qwen3-0.6b-8xh200, tiny-fast)"
 )
 
 // EngineConfig builds the engine a preset and its overrides describe. It is
@@ -149,7 +149,9 @@ func (r *resolver) resolveSim(s *SimSettings) {
 		s.MaxModelLen = p.Config.MaxModelLen
 	}
 	if s.Replicas == 0 {
-		s.Replicas = defaultSimReplicas
+		// The preset's deployment: one engine, or the eight of the
+		// table qwen3-0.6b-8xh200 was fitted to.
+		s.Replicas = max(p.Config.Replicas, defaultSimReplicas)
 	}
 	if _, err := s.EngineConfig(); err != nil {
 		for _, e := range unjoin(err) {

@@ -141,10 +141,10 @@ type Hardware struct {
 // exception: a constant TTFT and ITL per request, no engine, for testing
 // clients against known latencies.
 type SimSettings struct {
-	Preset         string      `yaml:"preset" json:"preset,omitempty" doc:"Engine model: a preset from docs/simulator.md, or fixed for a constant ttft and itl with no batching." enum:"llama-3.1-8b-h100,qwen3-0.6b-h200,tiny-fast,fixed" default:"llama-3.1-8b-h100"`
+	Preset         string      `yaml:"preset" json:"preset,omitempty" doc:"Engine model: a preset from docs/simulator.md, or fixed for a constant ttft and itl with no batching." enum:"llama-3.1-8b-h100,qwen3-0.6b-h200,qwen3-0.6b-8xh200,tiny-fast,fixed" default:"llama-3.1-8b-h100"`
 	Model          string      `yaml:"model" json:"model,omitempty" doc:"Model name the simulated server serves. Default: the preset's Hugging Face id (infermatrix-sim for fixed and tiny-fast)."`
 	MaxModelLen    int         `yaml:"max_model_len" json:"max_model_len,omitempty" doc:"Context limit in tokens; longer requests get vLLM's 400 error. Default: the preset model's (32768 for fixed)." minimum:"1"`
-	Replicas       int         `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel engine replicas behind one port and one front end, as vllm serve --data-parallel-size." default:"1" minimum:"1" maximum:"1024"`
+	Replicas       int         `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel engine replicas behind one port and one front end, as vllm serve --data-parallel-size. Default: the preset's (1; 8 for qwen3-0.6b-8xh200)." minimum:"1" maximum:"1024"`
 	PhysicsOnly    bool        `yaml:"physics_only" json:"physics_only,omitempty" doc:"Drop the fixed overheads, the front end and jitter, so that step times are exactly the roofline and single-stream decode equals the bandwidth-math prediction."`
 	TTFT           Duration    `yaml:"ttft" json:"ttft,omitempty" doc:"Preset fixed only: time to first token." default:"20ms"`
 	ITL            Duration    `yaml:"itl" json:"itl,omitempty" doc:"Preset fixed only: gap between tokens." default:"5ms"`
