@@ -64,6 +64,9 @@ func TestPredictWorkedExample(t *testing.T) {
 
 	const (
 		weights  = 2 * 8.03e9           // bytes: 8.03 B parameters in BF16
+		embed    = 128256 * 4096        // parameters of one vocabulary matrix
+		streamed = weights - 2*embed    // bytes a decode step reads: not the untied input embedding
+		body     = 8.03e9 - 2*embed     // non-embedding parameters
 		kvPerTok = 2 * 32 * 8 * 128 * 2 // bytes: K and V × layers × KV heads × head dim × 2 bytes
 		bw       = 0.8 * 3.35e12        // η_bw × bandwidth, bytes/s
 		flops    = 0.55 * 989.4e12      // η_f × dense BF16 peak, FLOP/s
@@ -77,8 +80,8 @@ func TestPredictWorkedExample(t *testing.T) {
 		regime  string
 	}{{preds[0], 1000, 500, RegimeBandwidth}, {preds[1], 8192, 32, RegimePrefill}} {
 		ctx := c.in + c.out/2
-		tpot := (weights + kvPerTok*ctx) / bw
-		prefill := (2*8.03e9*c.in + attnPos*c.in*(c.in+1)/2) / flops
+		tpot := (streamed + kvPerTok*ctx) / bw
+		prefill := (2*body*c.in + attnPos*c.in*(c.in+1)/2 + 2*embed) / flops
 		seqBlocks := int(math.Ceil((c.in + c.out) / 16))
 		p := c.p
 		if p.Context != ctx || !closeTo(p.TPOTBoundMS, 1e3*tpot) || !closeTo(p.DecodeTokensPerS, 1/tpot) || !closeTo(p.PrefillBoundMS, 1e3*prefill) {
@@ -174,35 +177,35 @@ func TestPredictRegimes(t *testing.T) {
 			regime: RegimeQueueing, evidence: []string{"queue p50 120 ms", "behind max_concurrency 8"}},
 		{name: "TTFT far above its floor, decode near its bound", load: "concurrency: 16",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 400, 8, 4400) },
-			regime: RegimeQueueing, tpotR: 8 / 6.0537, ttftR: 400 / 29.995,
-			evidence: []string{"TTFT p50 400 ms is 13.34× its roofline floor of 30.0 ms while TPOT p50 8.00 ms is within 1.5× its bound of 6.97 ms"}},
+			regime: RegimeQueueing, tpotR: 8 / 5.6616, ttftR: 400 / 26.135,
+			evidence: []string{"TTFT p50 400 ms is 15.30× its roofline floor of 26.1 ms while TPOT p50 8.00 ms is within 1.5× its bound of 6.58 ms"}},
 		{name: "prefill-heavy, TTFT dominates", load: "concurrency: 1, input_tokens: 8192, output_tokens: 32, requests: 10",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 300, 6.6, 505) },
-			regime: RegimePrefill, evidence: []string{"TTFT p50 300 ms is 59% of E2E p50 505 ms at 8,192 input ÷ 32 output tokens; the prefill bound is 274 ms (TTFT 1.09× it)"}},
+			regime: RegimePrefill, evidence: []string{"TTFT p50 300 ms is 59% of E2E p50 505 ms at 8,192 input ÷ 32 output tokens; the prefill bound is 242 ms (TTFT 1.24× it)"}},
 		{name: "prefill-heavy but decode dominates", load: "concurrency: 1, input_tokens: 8192, output_tokens: 512, requests: 10",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 300, 6.9, 300+511*6.9) },
 			regime: RegimeBandwidth},
 		{name: "single stream at the bound", load: "concurrency: 1",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 40, 6.5, 3300) },
-			regime: RegimeBandwidth, tpotR: 6.5 / 6.0537,
-			evidence: []string{"TPOT p50 6.50 ms is 1.07× the bound of 6.05 ms at 1,250 tokens of context"}},
+			regime: RegimeBandwidth, tpotR: 6.5 / 5.6616,
+			evidence: []string{"TPOT p50 6.50 ms is 1.15× the bound of 5.66 ms at 1,250 tokens of context"}},
 		{name: "single stream faster than the bound", load: "concurrency: 1",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 40, 4, 2000) },
-			regime: RegimeBandwidth, evidence: []string{"is 0.66× the bound", "below the bound, so the predict section understates the deployment"}},
+			regime: RegimeBandwidth, evidence: []string{"is 0.71× the bound", "below the bound, so the predict section understates the deployment"}},
 		{name: "batch at its bound", load: "concurrency: 64",
 			rs:       func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 60, 12, 6000) },
 			regime:   RegimeBandwidth,
-			evidence: []string{"TPOT p50 12.0 ms is 1.21× the bound of 9.91 ms for 64 sequences of 1,250 tokens decoding together per replica (1.98× the single-stream bound of 6.05 ms)"}},
+			evidence: []string{"TPOT p50 12.0 ms is 1.26× the bound of 9.51 ms for 64 sequences of 1,250 tokens decoding together per replica (2.12× the single-stream bound of 5.66 ms)"}},
 		{name: "batch above its bound", load: "concurrency: 64",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 60, 20, 10000) },
-			regime: RegimeOverhead, evidence: []string{"2.02× the bound of 9.91 ms for 64 sequences", "per-step and per-sequence costs"}},
+			regime: RegimeOverhead, evidence: []string{"2.10× the bound of 9.51 ms for 64 sequences", "per-step and per-sequence costs"}},
 		{name: "small model, single stream", predict: small, load: "concurrency: 1",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 8, 3.5, 1750) },
 			regime: RegimeOverhead, evidence: []string{"TPOT p50 3.50 ms is 10.06× the bound of 0.348 ms at concurrency 1: fixed per-step costs"}},
 		{name: "unmeasured, prefill-heavy", load: "concurrency: 1, input_tokens: 8192, output_tokens: 32, requests: 10", noMeasurements: true,
-			regime: RegimePrefill, evidence: []string{"predicted, not measured: the prefill bound of 274 ms at 8,192 input tokens exceeds the 198 ms of decoding 32 output tokens"}},
+			regime: RegimePrefill, evidence: []string{"predicted, not measured: the prefill bound of 242 ms at 8,192 input tokens exceeds the 186 ms of decoding 32 output tokens"}},
 		{name: "unmeasured", load: "concurrency: 4", noMeasurements: true,
-			regime: RegimeBandwidth, evidence: []string{"predicted, not measured: one stream decodes at most 165 tokens/s, 6.05 ms per token at 1,250 tokens of context"}},
+			regime: RegimeBandwidth, evidence: []string{"predicted, not measured: one stream decodes at most 177 tokens/s, 5.66 ms per token at 1,250 tokens of context"}},
 		{name: "not streamed", load: "concurrency: 1, streaming: false",
 			rs:     func(r *metrics.RowSummary) { *r = measuredRow(r.ID, 0, 0, 3300) },
 			regime: RegimeBandwidth, evidence: []string{"predicted, TPOT not measured: one stream"}},
@@ -287,10 +290,11 @@ func TestPredictOverridesAndReplicas(t *testing.T) {
 	p := predictRows(&input{Plan: plan})[0]
 	const (
 		weights = 2 * 7.5e9
+		embed   = 128256 * 4096        // one vocabulary matrix; Llama's are untied
 		kvTok   = 2 * 16 * 8 * 128 * 1 // 16 layers, an FP8 KV cache
 	)
-	tpot := (weights + kvTok*1250) / (0.8 * 3.0e12)
-	prefill := (2*7.5e9*1000 + 4*16*32*128*(1000*1001/2.0)) / (0.55 * 900e12)
+	tpot := (weights - 2*embed + kvTok*1250) / (0.8 * 3.0e12)
+	prefill := (2*(7.5e9-2*embed)*1000 + 4*16*32*128*(1000*1001/2.0) + 2*embed) / (0.55 * 900e12)
 	perReplica := int(math.Floor((0.95*80e9-weights-1e9)/(kvTok*16))) * 16
 	if !closeTo(p.TPOTBoundMS, 1e3*tpot) || !closeTo(p.PrefillBoundMS, 1e3*prefill) {
 		t.Errorf("TPOT bound %v ms, prefill %v ms; want %v, %v", p.TPOTBoundMS, p.PrefillBoundMS, 1e3*tpot, 1e3*prefill)

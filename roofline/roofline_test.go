@@ -21,19 +21,22 @@ func TestKVBytesPerToken(t *testing.T) {
 	}
 }
 
-// TestTPOTBound checks the headline roofline number users quote: an 8B BF16
-// model on one H100 SXM decodes a single stream in about 4.8 ms per token at
-// full bandwidth (16.06 GB ÷ 3.35 TB/s), more with context.
+// TestTPOTBound checks the headline roofline number: an 8B BF16 model on one
+// H100 SXM decodes a single stream in about 4.5 ms per token at full
+// bandwidth. The step streams the body and the output projection, 8.03 B −
+// 128,256 × 4,096 (the untied input embedding, only gathered) = 7.505 B
+// parameters, 15.01 GB ÷ 3.35 TB/s; more with context.
 func TestTPOTBound(t *testing.T) {
 	m, _ := LookupModel("llama-3.1-8b")
 	g, _ := LookupGPU("h100-sxm")
 	e := Efficiency{Bandwidth: 1, FLOPs: 1}
-	if got, want := TPOTBound(m, g, BF16, e, 0), 16.06e9/3.35e12; !near(got, want, 1e-12) {
+	streamed := 2 * (8.03e9 - 128256*4096)
+	if got, want := TPOTBound(m, g, BF16, e, 0), streamed/3.35e12; !near(got, want, 1e-12) {
 		t.Errorf("TPOT bound at context 0 = %v s, want %v", got, want)
 	}
 	// 4096 tokens of context add 4096 × 128 KiB = 0.537 GB of reads.
 	withCtx := TPOTBound(m, g, BF16, e, 4096)
-	if want := (16.06e9 + 4096*131072) / 3.35e12; !near(withCtx, want, 1e-12) {
+	if want := (streamed + 4096*131072) / 3.35e12; !near(withCtx, want, 1e-12) {
 		t.Errorf("TPOT bound at context 4096 = %v s, want %v", withCtx, want)
 	}
 	half := TPOTBound(m, g, BF16, Efficiency{Bandwidth: 0.5, FLOPs: 1}, 4096)
@@ -42,6 +45,29 @@ func TestTPOTBound(t *testing.T) {
 	}
 	if r := DecodeTokensPerSecond(m, g, BF16, e, 4096) * withCtx; !near(r, 1, 1e-12) {
 		t.Errorf("tokens/s × TPOT = %v, want 1", r)
+	}
+}
+
+// TestEmbeddingAccounting checks the parameter split the roofline rests on
+// against the model cards: Qwen3-0.6B has 0.44 B non-embedding parameters
+// (tied), Llama 3.1 8B about 6.98 B (untied: two 0.525 B matrices).
+func TestEmbeddingAccounting(t *testing.T) {
+	qwen, _ := LookupModel("qwen3-0.6b")
+	if got := qwen.NonEmbeddingParams(); !near(got, 0.44e9, 0.01) {
+		t.Errorf("qwen3-0.6b non-embedding params = %.3g, want 0.44e9", got)
+	}
+	if qwen.StreamedWeightBytes(BF16) != qwen.WeightBytes(BF16) {
+		t.Error("a tied model streams its one vocabulary matrix as the output projection: all its weights")
+	}
+	llama, _ := LookupModel("llama-3.1-8b")
+	if got := llama.NonEmbeddingParams(); !near(got, 6.98e9, 0.01) {
+		t.Errorf("llama-3.1-8b non-embedding params = %.3g, want 6.98e9", got)
+	}
+	if got, want := llama.WeightBytes(BF16)-llama.StreamedWeightBytes(BF16), 2*128256*4096.0; got != want {
+		t.Errorf("untied input embedding not streamed: difference %v bytes, want %v", got, want)
+	}
+	if llama.PrefillFLOPs(0, 0) != 0 {
+		t.Error("no new tokens must cost nothing")
 	}
 }
 
@@ -64,12 +90,14 @@ func TestAttentionFLOPs(t *testing.T) {
 }
 
 // TestPrefillBound checks a worked example: 2,000 prompt tokens of Llama 3.1
-// 8B on an H100 at 50% of the BF16 peak.
+// 8B on an H100 at 50% of the BF16 peak. Each token costs 2 × the 6.98 B
+// non-embedding parameters, plus causal attention, plus the logits of the
+// one sampled token (2 × 128,256 × 4,096).
 func TestPrefillBound(t *testing.T) {
 	m, _ := LookupModel("llama-3.1-8b")
 	g, _ := LookupGPU("h100-sxm")
 	e := Efficiency{Bandwidth: 1, FLOPs: 0.5}
-	flops := 2*8.03e9*2000 + 4*32*32*128*(2000.0*2001/2)
+	flops := 2*(8.03e9-2*128256*4096)*2000 + 4*32*32*128*(2000.0*2001/2) + 2*128256*4096
 	if got, want := PrefillBound(m, g, BF16, e, 0, 2000), flops/(0.5*989.4e12); !near(got, want, 1e-12) {
 		t.Errorf("prefill bound = %v s, want %v", got, want)
 	}

@@ -24,7 +24,7 @@ const (
 	defaultSimReplicas  = 1
 	defaultSlowHeaders  = time.Second
 	defaultFaultAfter   = 0
-	simEnginePresetHint = "remove it, or choose an engine preset (" + "llama-3.1-8b-h100, qwen3-0.6b-h200, tiny-fast)"
+	simEnginePresetHint = "remove it, or choose an engine preset (" + "llama-3.1-8b-h100, qwen3-0.6b-h200, qwen3-0.6b-8xh200, tiny-fast)"
 )
 
 // EngineConfig builds the engine a preset and its overrides describe. It is
@@ -68,12 +68,33 @@ func (s SimSettings) EngineConfig() (engine.Config, error) {
 	if e.FLOPsEfficiency > 0 {
 		c.Efficiency.FLOPs = e.FLOPsEfficiency
 	}
+	if e.AttentionEfficiency > 0 {
+		c.Efficiency.Attention = e.AttentionEfficiency
+	}
 	if e.Jitter != nil {
 		c.Jitter = *e.Jitter
+	}
+	if e.Drift != nil {
+		c.Drift = *e.Drift
+	}
+	if e.DriftPeriod != nil {
+		c.DriftPeriod = e.DriftPeriod.D()
 	}
 	fe := s.FrontEnd
 	if fe.RequestLatency != nil {
 		c.FrontEnd.RequestLatency = fe.RequestLatency.D()
+	}
+	if fe.RequestLatencyPerStream != nil {
+		c.FrontEnd.RequestLatencyPerStream = fe.RequestLatencyPerStream.D()
+	}
+	if fe.RequestCost != nil {
+		c.FrontEnd.RequestCost = fe.RequestCost.D()
+	}
+	if fe.RequestCostPerToken != nil {
+		c.FrontEnd.RequestCostPerToken = fe.RequestCostPerToken.D()
+	}
+	if fe.LatencySpread != nil {
+		c.FrontEnd.LatencySpread = *fe.LatencySpread
 	}
 	if fe.TokenCost != nil {
 		c.FrontEnd.TokenCost = fe.TokenCost.D()
@@ -124,7 +145,9 @@ func (r *resolver) resolveSim(s *SimSettings) {
 		s.MaxModelLen = p.Config.MaxModelLen
 	}
 	if s.Replicas == 0 {
-		s.Replicas = defaultSimReplicas
+		// The preset's deployment: one engine, or the eight of the
+		// table qwen3-0.6b-8xh200 was fitted to.
+		s.Replicas = max(p.Config.Replicas, defaultSimReplicas)
 	}
 	if _, err := s.EngineConfig(); err != nil {
 		for _, e := range unjoin(err) {

@@ -141,10 +141,10 @@ type Hardware struct {
 // exception: a constant TTFT and ITL per request, no engine, for testing
 // clients against known latencies.
 type SimSettings struct {
-	Preset         string      `yaml:"preset" json:"preset,omitempty" doc:"Engine model: a preset from docs/simulator.md, or fixed for a constant ttft and itl with no batching." enum:"llama-3.1-8b-h100,qwen3-0.6b-h200,tiny-fast,fixed" default:"llama-3.1-8b-h100"`
+	Preset         string      `yaml:"preset" json:"preset,omitempty" doc:"Engine model: a preset from docs/simulator.md, or fixed for a constant ttft and itl with no batching." enum:"llama-3.1-8b-h100,qwen3-0.6b-h200,qwen3-0.6b-8xh200,tiny-fast,fixed" default:"llama-3.1-8b-h100"`
 	Model          string      `yaml:"model" json:"model,omitempty" doc:"Model name the simulated server serves. Default: the preset's Hugging Face id (infermatrix-sim for fixed and tiny-fast)."`
 	MaxModelLen    int         `yaml:"max_model_len" json:"max_model_len,omitempty" doc:"Context limit in tokens; longer requests get vLLM's 400 error. Default: the preset model's (32768 for fixed)." minimum:"1"`
-	Replicas       int         `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel engine replicas behind one port and one front end, as vllm serve --data-parallel-size." default:"1" minimum:"1" maximum:"1024"`
+	Replicas       int         `yaml:"replicas" json:"replicas,omitempty" doc:"Data-parallel engine replicas behind one port and one front end, as vllm serve --data-parallel-size. Default: the preset's (1; 8 for qwen3-0.6b-8xh200)." minimum:"1" maximum:"1024"`
 	PhysicsOnly    bool        `yaml:"physics_only" json:"physics_only,omitempty" doc:"Drop the fixed overheads, the front end and jitter, so that step times are exactly the roofline and single-stream decode equals the bandwidth-math prediction."`
 	TTFT           Duration    `yaml:"ttft" json:"ttft,omitempty" doc:"Preset fixed only: time to first token." default:"20ms"`
 	ITL            Duration    `yaml:"itl" json:"itl,omitempty" doc:"Preset fixed only: gap between tokens." default:"5ms"`
@@ -169,14 +169,21 @@ type SimEngine struct {
 	SeqOverhead          *Duration `yaml:"seq_overhead" json:"seq_overhead,omitempty" doc:"Cost per scheduled sequence per step (t_seq)."`
 	BandwidthEfficiency  float64   `yaml:"bandwidth_efficiency" json:"bandwidth_efficiency,omitempty" doc:"Fraction of peak memory bandwidth a step achieves (η_bw)." exclusiveMinimum:"0" maximum:"1"`
 	FLOPsEfficiency      float64   `yaml:"flops_efficiency" json:"flops_efficiency,omitempty" doc:"Fraction of peak FLOP/s a step achieves (η_f)." exclusiveMinimum:"0" maximum:"1"`
+	AttentionEfficiency  float64   `yaml:"attention_efficiency" json:"attention_efficiency,omitempty" doc:"Fraction of peak FLOP/s attention achieves (η_attn); unset, η_f." exclusiveMinimum:"0" maximum:"1"`
 	Jitter               *float64  `yaml:"jitter" json:"jitter,omitempty" doc:"σ of the mean-one log-normal noise on every step time; 0 for none." minimum:"0" maximum:"2"`
+	Drift                *float64  `yaml:"drift" json:"drift,omitempty" doc:"σ of a replica's mean-one log-normal speed phase, redrawn every drift_period on average; 0 for none." minimum:"0" maximum:"2"`
+	DriftPeriod          *Duration `yaml:"drift_period" json:"drift_period,omitempty" doc:"Mean time a replica's drift phase holds (default 1s)."`
 }
 
 // SimFrontEnd overrides a preset's host overhead.
 type SimFrontEnd struct {
-	RequestLatency     *Duration `yaml:"request_latency" json:"request_latency,omitempty" doc:"Host time before a request reaches the engine (parsing, tokenization)."`
-	TokenCost          *Duration `yaml:"token_cost" json:"token_cost,omitempty" doc:"Host time per output token, served one at a time across replicas."`
-	TokenCostPerStream *Duration `yaml:"token_cost_per_stream" json:"token_cost_per_stream,omitempty" doc:"Added to token_cost for every open stream."`
+	RequestLatency          *Duration `yaml:"request_latency" json:"request_latency,omitempty" doc:"Time before a request reaches the engine that does not occupy the front end."`
+	RequestLatencyPerStream *Duration `yaml:"request_latency_per_stream" json:"request_latency_per_stream,omitempty" doc:"Added to request_latency for every open stream."`
+	RequestCost             *Duration `yaml:"request_cost" json:"request_cost,omitempty" doc:"Front-end time per request (parsing, chat template), on the queue it shares with output tokens."`
+	RequestCostPerToken     *Duration `yaml:"request_cost_per_token" json:"request_cost_per_token,omitempty" doc:"Front-end time per prompt token (tokenization), on the same queue."`
+	LatencySpread           *float64  `yaml:"latency_spread" json:"latency_spread,omitempty" doc:"σ of a per-request mean-one log-normal factor on the request path; 0 for none." minimum:"0" maximum:"2"`
+	TokenCost               *Duration `yaml:"token_cost" json:"token_cost,omitempty" doc:"Host time per output token, served one at a time across replicas."`
+	TokenCostPerStream      *Duration `yaml:"token_cost_per_stream" json:"token_cost_per_stream,omitempty" doc:"Added to token_cost for every open stream."`
 }
 
 // SimFault injects one kind of failure into a fraction of requests.

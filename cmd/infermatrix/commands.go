@@ -451,7 +451,7 @@ server.sim section takes. Preset fixed instead has a constant --ttft and --itl.
 Besides chat and completions it serves /v1/embeddings and /v1/rerank, as
 prefill-only work through the same engine.`,
 		Example: `  infermatrix sim --preset llama-3.1-8b-h100
-  infermatrix sim --preset qwen3-0.6b-h200 --replicas 8 --addr 127.0.0.1:8001
+  infermatrix sim --preset qwen3-0.6b-8xh200 --addr 127.0.0.1:8001
   infermatrix sim --preset fixed --ttft 50ms --itl 10ms --fault '429; probability=0.05'
   curl -N http://127.0.0.1:8000/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}'
   curl http://127.0.0.1:8000/v1/embeddings -d '{"input":["a whale","a ship"]}'
@@ -513,7 +513,7 @@ prefill-only work through the same engine.`,
 	f.StringVar(&settings.Preset, "preset", schema.DefaultSimPreset, "engine model: "+strings.Join(engine.PresetNames(), ", ")+", or "+schema.PresetFixed)
 	f.StringVar(&settings.Model, "model", "", "model name to serve (default: the preset's)")
 	f.IntVar(&settings.MaxModelLen, "max-model-len", 0, "context limit in tokens (default: the preset's)")
-	f.IntVar(&settings.Replicas, "replicas", 1, "data-parallel engine replicas behind the one port")
+	f.IntVar(&settings.Replicas, "replicas", 0, "data-parallel engine replicas behind the one port (default: the preset's, 1 or 8)")
 	f.BoolVar(&settings.PhysicsOnly, "physics-only", false, "drop fixed overheads, front end and jitter: step times are exactly the roofline")
 	f.IntVar(&settings.Engine.MaxNumSeqs, "max-num-seqs", 0, "most sequences in one engine step, as vLLM's (default: the preset's)")
 	f.IntVar(&settings.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "most tokens computed in one engine step, prefill chunks and decodes together, as vLLM's (default: the preset's)")

@@ -29,9 +29,10 @@ func TestAccountingBandwidthBound(t *testing.T) {
 	if got, want := float64(r.MemoryTime)/float64(r.Busy), cfg.Efficiency.Bandwidth; math.Abs(got-want) > 1e-6 {
 		t.Errorf("memory time ÷ busy %.7f, want η_bw %v", got, want)
 	}
-	// Linear FLOPs dominate: 2 × params per computed token (the prompt,
-	// then one per decode step), attention adds under 1% here.
-	linear := cfg.Model.LinearFLOPsPerToken() * float64(prompt+output-1) / cfg.GPU.PeakFLOPs(cfg.Precision)
+	// Linear FLOPs dominate: 2 × non-embedding params per computed token
+	// (the prompt, then one per decode step) plus the logits of each of
+	// the output tokens sampled; attention adds under 1% here.
+	linear := (cfg.Model.LinearFLOPsPerToken()*float64(prompt+output-1) + cfg.Model.LogitsFLOPs()*output) / cfg.GPU.PeakFLOPs(cfg.Precision)
 	if got := r.ComputeTime.Seconds(); got < linear || got > 1.01*linear {
 		t.Errorf("compute time %.6fs, want %.6fs plus attention's under 1%%", got, linear)
 	}

@@ -49,6 +49,17 @@ type Config struct {
 	// Jitter is σ of a mean-one log-normal factor applied to every step
 	// time; zero for none.
 	Jitter float64
+	// Drift is σ of a mean-one log-normal factor on each replica's speed
+	// that holds for a while (DriftPeriod on average, exponentially
+	// distributed) and is then drawn afresh: the slow phases a real
+	// engine goes through (garbage collection, a neighbour's traffic, the
+	// batch's mix) that per-step jitter averages away. It is what makes
+	// one request's mean inter-token latency differ from another's; zero
+	// for none.
+	Drift float64
+	// DriftPeriod is the mean time a replica's drift factor holds. Zero
+	// means one second.
+	DriftPeriod time.Duration
 
 	// FrontEnd is host overhead outside the engine: the API server.
 	FrontEnd FrontEnd
@@ -72,9 +83,31 @@ type Config struct {
 // overhead, not GPU work; real servers have it, and it is what bends a
 // small model's throughput curve down at high concurrency.
 type FrontEnd struct {
-	// RequestLatency delays each request's arrival at the engine
-	// (parsing, tokenization, scheduling in the API server).
+	// RequestLatency delays each request's arrival at the engine without
+	// occupying the front end: the awaits of the request path (handing the
+	// request to the engine core over its socket, the first scheduler
+	// poll), which overlap with other work.
 	RequestLatency time.Duration
+	// RequestLatencyPerStream is added to RequestLatency for every stream
+	// open at the front end when the request arrives: the API server's
+	// event loop goes round every open stream between two steps of one
+	// request's path, so its awaits take longer the more streams it
+	// serves.
+	RequestLatencyPerStream time.Duration
+	// RequestCost and RequestCostPerToken are the front end's own work
+	// on a request before the engine sees it: parsing, the chat template
+	// and tokenization, growing with the prompt's length. It runs on the
+	// same single process as the output path (TokenCost), in order of
+	// arrival: a request that arrives while the front end is busy
+	// turning a large step's tokens into stream chunks waits for it, which
+	// is how a busy engine pushes back on new requests.
+	RequestCost         time.Duration
+	RequestCostPerToken time.Duration
+	// LatencySpread is σ of a mean-one log-normal factor drawn per
+	// request and applied to its request path (RequestLatency and its
+	// RequestCost): the heavy tail of time to first token that a single
+	// Python process shows. Zero for none.
+	LatencySpread float64
 	// TokenCost is the output path's host time per token. The front end
 	// handles one engine step's tokens at a time, serially across
 	// replicas: when it falls behind, tokens queue.
@@ -89,7 +122,7 @@ type FrontEnd struct {
 // that step times are exactly the roofline: single-stream decode then equals
 // roofline.TPOTBound.
 func (c Config) PhysicsOnly() Config {
-	c.StepOverhead, c.SeqOverhead, c.Jitter = 0, 0, 0
+	c.StepOverhead, c.SeqOverhead, c.Jitter, c.Drift = 0, 0, 0, 0
 	c.FrontEnd = FrontEnd{}
 	return c
 }
@@ -104,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = c.Model.MaxPosition
+	}
+	if c.DriftPeriod == 0 {
+		c.DriftPeriod = time.Second
 	}
 	if c.Precision == (roofline.Precision{}) {
 		c.Precision = roofline.BF16
@@ -142,11 +178,18 @@ func (c Config) Validate() error {
 	if c.BlockSize < 1 {
 		errs = append(errs, fmt.Errorf("block size %d: must be positive", c.BlockSize))
 	}
-	if c.StepOverhead < 0 || c.SeqOverhead < 0 || c.FrontEnd.RequestLatency < 0 || c.FrontEnd.TokenCost < 0 || c.FrontEnd.TokenCostPerStream < 0 {
+	fe := c.FrontEnd
+	if c.StepOverhead < 0 || c.SeqOverhead < 0 || fe.RequestLatency < 0 || fe.RequestLatencyPerStream < 0 || fe.RequestCost < 0 || fe.RequestCostPerToken < 0 || fe.TokenCost < 0 || fe.TokenCostPerStream < 0 {
 		errs = append(errs, errors.New("overheads must not be negative"))
 	}
-	if c.Jitter < 0 {
-		errs = append(errs, fmt.Errorf("jitter %v: must not be negative", c.Jitter))
+	if c.Jitter < 0 || c.Drift < 0 || fe.LatencySpread < 0 {
+		errs = append(errs, fmt.Errorf("jitter %v, drift %v and latency spread %v: must not be negative", c.Jitter, c.Drift, fe.LatencySpread))
+	}
+	if c.DriftPeriod < 0 {
+		errs = append(errs, fmt.Errorf("drift period %v: must not be negative", c.DriftPeriod))
+	}
+	if e := c.Efficiency.Attention; e < 0 || e > 1 {
+		errs = append(errs, fmt.Errorf("efficiency: attention η %v must be in (0, 1], or 0 for η_f", e))
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, fmt.Errorf("replicas %d: must be at least 1", c.Replicas))

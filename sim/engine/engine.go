@@ -22,18 +22,27 @@
 //
 // The step takes
 //
-//	T = t0 + t_seq × sequences + max(FLOPs ÷ (η_f × peak), bytes ÷ (η_bw × bandwidth))
+//	T = (t0 + t_seq × sequences + max(linear ÷ (η_f × peak) + attention ÷ (η_attn × peak), bytes ÷ (η_bw × bandwidth))) × drift × jitter
 //
-// where FLOPs are 2 × parameters per new token plus causal attention over
-// each sequence's context, and bytes are the weights once plus the KV cache
-// of every scheduled sequence (roofline.Model's formulas). Every sequence
-// that reaches the end of its known tokens in the step emits one token at
-// the step's end.
+// where linear FLOPs are 2 × non-embedding parameters per new token plus
+// the output projection once per sampled token, attention is causal over
+// each sequence's context at its own efficiency, and bytes are the
+// streamed weights once (not the untied input embedding, which is only
+// gathered) plus the KV cache of every scheduled sequence (roofline.Model's
+// formulas). Every sequence that reaches the end of its known tokens in the
+// step emits one token at the step's end. Drift is a replica's slow speed
+// phase, jitter each step's own noise (both mean-one log-normal).
 //
-// Emitted tokens then pass the front end, one shared queue for all
-// replicas: each step's tokens cost TokenCost + TokenCostPerStream × open
-// streams apiece, served one at a time in order. Each token is delivered to
-// the caller when the front end has handled it.
+// The front end is one process shared by all replicas, as vLLM's API
+// server is. A request first costs it RequestCost + RequestCostPerToken ×
+// prompt tokens of work, then waits RequestLatency + RequestLatencyPerStream
+// × open streams without occupying it, then reaches the engine; both are scaled by a per-request log-normal
+// factor (LatencySpread), the heavy tail of time to first token. Emitted
+// tokens pass the same process: each step's tokens cost TokenCost +
+// TokenCostPerStream × open streams apiece, served one at a time in order.
+// Requests and tokens share its queue, so a front end busy with output
+// delays new requests, and the reverse. Each token is delivered to the
+// caller when the front end has handled it.
 package engine
 
 import (
@@ -184,13 +193,14 @@ type Cluster struct {
 	rr       int // round-robin start for routing ties
 
 	open       int           // requests at the front end (submitted, not fully delivered or canceled)
-	egressFree time.Duration // when the front end finishes its current work
+	egressFree time.Duration // when the front end finishes its current work (requests and tokens)
 
 	stats  Stats
 	outBuf []delivery // a step's emitted tokens, reused when delivered at once
 
 	// Precomputed step-time constants.
 	weightBytes, kvPerToken, flopsPerToken float64
+	logitsFLOPs, attnRate                  float64
 	attnPerPos, bwRate, flopRate           float64
 	peakBW, peakFLOPs                      float64 // the GPU's, for the accounting
 	memoryBytes                            float64 // per replica: weights, reserve, KV pool
@@ -210,6 +220,11 @@ type replica struct {
 	doneBusy, doneMem, doneCompute time.Duration
 	stepStart, stepDur             time.Duration
 	stepMem, stepCompute           time.Duration
+
+	// Drift: the replica's current speed factor and when it is drawn
+	// again.
+	drift      float64
+	driftUntil time.Duration
 }
 
 type scheduled struct {
@@ -227,9 +242,11 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg:           cfg,
 		rng:           rand.New(rand.NewPCG(cfg.Seed, 0x5157)),
-		weightBytes:   cfg.Model.WeightBytes(cfg.Precision),
+		weightBytes:   cfg.Model.StreamedWeightBytes(cfg.Precision),
 		kvPerToken:    cfg.Model.KVBytesPerToken(cfg.Precision),
 		flopsPerToken: cfg.Model.LinearFLOPsPerToken(),
+		logitsFLOPs:   cfg.Model.LogitsFLOPs(),
+		attnRate:      cfg.Efficiency.AttentionOrFLOPs() * cfg.GPU.PeakFLOPs(cfg.Precision),
 		attnPerPos:    4 * float64(cfg.Model.Layers) * float64(cfg.Model.Heads) * float64(cfg.Model.HeadDim),
 		bwRate:        cfg.Efficiency.Bandwidth * cfg.GPU.Bandwidth,
 		flopRate:      cfg.Efficiency.FLOPs * cfg.GPU.PeakFLOPs(cfg.Precision),
@@ -237,9 +254,9 @@ func New(cfg Config) (*Cluster, error) {
 		peakFLOPs:     cfg.GPU.PeakFLOPs(cfg.Precision),
 	}
 	blocks := cfg.KVCapacity() / cfg.BlockSize
-	c.memoryBytes = c.weightBytes + cfg.ReserveBytes + float64(blocks*cfg.BlockSize)*c.kvPerToken
+	c.memoryBytes = cfg.Model.WeightBytes(cfg.Precision) + cfg.ReserveBytes + float64(blocks*cfg.BlockSize)*c.kvPerToken
 	for i := range cfg.Replicas {
-		c.replicas = append(c.replicas, &replica{idx: i, pool: newBlockPool(blocks, cfg.BlockSize, cfg.PrefixCaching)})
+		c.replicas = append(c.replicas, &replica{idx: i, pool: newBlockPool(blocks, cfg.BlockSize, cfg.PrefixCaching), drift: 1})
 	}
 	c.stats.KVCapacityTokens = blocks * cfg.BlockSize
 	return c, nil
@@ -252,7 +269,8 @@ func (c *Cluster) Config() Config { return c.cfg }
 func (c *Cluster) Now() time.Duration { return c.now }
 
 // Submit hands r to the front end at the current virtual time. The engine
-// sees it RequestLatency later. It panics on a request that cannot be
+// sees it when the front end has done its work on it (after what the front
+// end was already doing) and RequestLatency has passed. It panics on a request that cannot be
 // served (no output, or longer than MaxModelLen): the HTTP layer rejects
 // those with a 400 before they get here.
 func (c *Cluster) Submit(r *Request) {
@@ -277,11 +295,34 @@ func (c *Cluster) Submit(r *Request) {
 	r.replica = -1
 	c.open++
 	c.stats.OpenStreams = c.open
-	at := c.now
-	if !c.cfg.Instant {
-		at += c.cfg.FrontEnd.RequestLatency
+	c.push(event{at: c.requestPath(r.promptLen), kind: evAdmit, req: r})
+}
+
+// requestPath is when a request of prompt tokens submitted now reaches the
+// engine: the front end's work on it, queued behind its backlog, then its
+// latency, both scaled by the request's own log-normal factor.
+func (c *Cluster) requestPath(prompt int) time.Duration {
+	if c.cfg.Instant {
+		return c.now
 	}
-	c.push(event{at: at, kind: evAdmit, req: r})
+	fe := c.cfg.FrontEnd
+	f := 1.0
+	if s := fe.LatencySpread; s > 0 {
+		f = math.Exp(s*c.rng.NormFloat64() - s*s/2)
+	}
+	at := c.now
+	if work := fe.RequestCost + time.Duration(prompt)*fe.RequestCostPerToken; work > 0 {
+		at = max(at, c.egressFree) + scale(work, f)
+		c.egressFree = at
+	}
+	return at + scale(fe.RequestLatency+time.Duration(c.open)*fe.RequestLatencyPerStream, f)
+}
+
+func scale(d time.Duration, f float64) time.Duration {
+	if f == 1 {
+		return d
+	}
+	return time.Duration(math.Round(float64(d) * f))
 }
 
 // Cancel withdraws r: the client went away. Its KV blocks are freed at once
@@ -618,7 +659,7 @@ func (c *Cluster) startStep(rep *replica) {
 	rep.busy = true
 	rep.batch = batch
 	c.stats.Steps++
-	dur, mem, compute := c.stepTime(batch)
+	dur, mem, compute := c.stepTime(rep, batch)
 	rep.stepStart, rep.stepDur = c.now, dur
 	rep.stepMem, rep.stepCompute = min(mem, dur), min(compute, dur)
 	c.push(event{at: c.now + dur, kind: evStepEnd, rep: rep})
@@ -628,24 +669,35 @@ func (c *Cluster) startStep(rep *replica) {
 // step's compute and its memory traffic. It also returns the step's memory
 // time (bytes ÷ peak bandwidth) and compute time (FLOPs ÷ peak FLOP/s) at
 // the GPU's peaks, for the accounting.
-func (c *Cluster) stepTime(batch []scheduled) (dur, mem, compute time.Duration) {
+func (c *Cluster) stepTime(rep *replica, batch []scheduled) (dur, mem, compute time.Duration) {
 	if c.cfg.Instant {
 		return 0, 0, 0
 	}
-	flops := 0.0
+	linear, attn := 0.0, 0.0
 	bytes := c.weightBytes
 	for _, s := range batch {
 		n, before := float64(s.n), float64(s.before)
-		flops += c.flopsPerToken*n + c.attnPerPos*(n*before+n*(n+1)/2)
+		linear += c.flopsPerToken * n
+		if s.n == needed(s.r) {
+			linear += c.logitsFLOPs // it samples a token: its logits
+		}
+		attn += c.attnPerPos * (n*before + n*(n+1)/2)
 		bytes += c.kvPerToken * (before + n)
 	}
-	sec := max(flops/c.flopRate, bytes/c.bwRate)
+	sec := max(linear/c.flopRate+attn/c.attnRate, bytes/c.bwRate)
 	sec += c.cfg.StepOverhead.Seconds() + c.cfg.SeqOverhead.Seconds()*float64(len(batch))
+	if s := c.cfg.Drift; s > 0 {
+		if c.now >= rep.driftUntil {
+			rep.drift = math.Exp(s*c.rng.NormFloat64() - s*s/2)
+			rep.driftUntil = c.now + seconds(c.rng.ExpFloat64()*c.cfg.DriftPeriod.Seconds())
+		}
+		sec *= rep.drift
+	}
 	if c.cfg.Jitter > 0 {
 		s := c.cfg.Jitter
 		sec *= math.Exp(s*c.rng.NormFloat64() - s*s/2)
 	}
-	return seconds(sec), seconds(bytes / c.peakBW), seconds(flops / c.peakFLOPs)
+	return seconds(sec), seconds(bytes / c.peakBW), seconds((linear + attn) / c.peakFLOPs)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
@@ -746,10 +798,11 @@ func (c *Cluster) deliver(out []delivery) {
 }
 
 // Unloaded returns the time to first token and the mean time per output
-// token of one request alone on a fresh deployment, without jitter: the
-// floor under every loaded figure, and what a plan estimates durations with.
+// token of one request alone on a fresh deployment, without jitter, drift
+// or latency spread (each at its mean): the floor under every loaded
+// figure, and what a plan estimates durations with.
 func Unloaded(cfg Config, prompt, output int) (ttft, tpot time.Duration, err error) {
-	cfg.Jitter = 0
+	cfg.Jitter, cfg.Drift, cfg.FrontEnd.LatencySpread = 0, 0, 0
 	c, err := New(cfg)
 	if err != nil {
 		return 0, 0, err

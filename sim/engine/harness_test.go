@@ -2,17 +2,50 @@ package engine
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
 
 // loadResult is what a virtual closed-loop run measured, in the units the
-// published tables use.
+// published tables use (vllm bench serve's).
 type loadResult struct {
 	throughput float64       // output tokens/s delivered inside the window
 	ttft       time.Duration // mean
 	itl        time.Duration // mean gap between consecutive tokens of a request
 	completed  int           // requests finished inside the window
+
+	// Per request, for requests that started after the warm-up and
+	// finished inside the window: time to first token, mean time per
+	// output token after the first (TPOT), and output tokens ÷ end-to-end
+	// latency (the speed one user sees).
+	ttfts   []time.Duration
+	tpots   []time.Duration
+	perUser []float64
+}
+
+// perUserMean is the mean speed one user sees, output tokens/s.
+func (r loadResult) perUserMean() float64 {
+	if len(r.perUser) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, v := range r.perUser {
+		s += v
+	}
+	return s / float64(len(r.perUser))
+}
+
+// quantile is the q-quantile of xs by the nearest-rank method, as vllm bench
+// serve's numpy percentiles are close enough to for ±30% checks.
+func quantile(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[min(max(i, 0), len(s)-1)]
 }
 
 // closedLoop runs users concurrent clients on the virtual clock, each
@@ -29,10 +62,10 @@ func closedLoop(t testing.TB, cfg Config, users, isl, osl int, warm, window time
 	rng := rand.New(rand.NewPCG(1, 2))
 	end := warm + window
 	var (
+		res             loadResult
 		tokens          int
 		ttftSum, itlSum time.Duration
 		ttftN, itlN     int
-		completed       int
 	)
 	var send func()
 	send = func() {
@@ -41,9 +74,12 @@ func closedLoop(t testing.TB, cfg Config, users, isl, osl int, warm, window time
 			prompt[i] = rng.IntN(150000)
 		}
 		start := c.Now()
-		var last time.Duration
+		var first, last time.Duration
 		r := &Request{Prompt: prompt, Output: osl}
 		r.Deliver = func(k int, at time.Duration) {
+			if k == 0 {
+				first = at
+			}
 			if at > warm && at <= end {
 				tokens++
 			}
@@ -56,7 +92,12 @@ func closedLoop(t testing.TB, cfg Config, users, isl, osl int, warm, window time
 					itlN++
 				}
 				if k == osl-1 {
-					completed++
+					res.completed++
+					res.ttfts = append(res.ttfts, first-start)
+					if osl > 1 {
+						res.tpots = append(res.tpots, (at-first)/time.Duration(osl-1))
+					}
+					res.perUser = append(res.perUser, float64(osl)/(at-start).Seconds())
 				}
 			}
 			last = at
@@ -70,7 +111,7 @@ func closedLoop(t testing.TB, cfg Config, users, isl, osl int, warm, window time
 		send()
 	}
 	c.RunUntil(end)
-	res := loadResult{throughput: float64(tokens) / window.Seconds(), completed: completed}
+	res.throughput = float64(tokens) / window.Seconds()
 	if ttftN > 0 {
 		res.ttft = ttftSum / time.Duration(ttftN)
 	}
