@@ -120,3 +120,72 @@ func closedLoop(t testing.TB, cfg Config, users, isl, osl int, warm, window time
 	}
 	return res
 }
+
+// burstResult is what a virtual burst measured, as vllm bench serve reports
+// a run of a fixed number of prompts: output tokens over the benchmark's
+// duration, from the first send to the last token.
+type burstResult struct {
+	duration   time.Duration // first send to last token
+	tokens     int           // output tokens delivered
+	throughput float64       // tokens ÷ duration, output tokens/s
+	ttft       time.Duration // mean over every request
+}
+
+// burst runs users clients on the virtual clock, all starting at time 0,
+// each sending perUser requests of isl random prompt tokens and osl output
+// tokens back to back (the next when the last token of the previous
+// arrives), as `vllm bench serve --num-prompts users×perUser
+// --max-concurrency users --request-rate inf` does. It runs until the last
+// request finishes, so its figures include the ramp-up and the drain that a
+// steady-state window leaves out.
+func burst(t testing.TB, cfg Config, users, perUser, isl, osl int) burstResult {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var (
+		res     burstResult
+		last    time.Duration
+		ttftSum time.Duration
+		done    int
+	)
+	var send func(left int)
+	send = func(left int) {
+		prompt := make([]int, isl)
+		for i := range prompt {
+			prompt[i] = rng.IntN(150000)
+		}
+		start := c.Now()
+		r := &Request{Prompt: prompt, Output: osl}
+		r.Deliver = func(k int, at time.Duration) {
+			res.tokens++
+			last = max(last, at)
+			if k == 0 {
+				ttftSum += at - start
+			}
+			if k == osl-1 {
+				done++
+				if left > 1 {
+					send(left - 1)
+				}
+			}
+		}
+		c.Submit(r)
+	}
+	for range users {
+		send(perUser)
+	}
+	// Far past any plausible end: a burst that has not drained by then is
+	// a failure, not a figure.
+	limit := 10 * time.Minute
+	c.RunUntil(limit)
+	if want := users * perUser; done != want {
+		t.Fatalf("burst: %d of %d requests finished within %v of virtual time", done, want, limit)
+	}
+	res.duration = last
+	res.throughput = float64(res.tokens) / last.Seconds()
+	res.ttft = ttftSum / time.Duration(done)
+	return res
+}
