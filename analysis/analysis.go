@@ -11,6 +11,7 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -333,8 +334,12 @@ func findKnee(in *input, idx []int) (string, string) {
 			}
 		}
 		if gain < kneeGain*step && rise > kneeLatency {
-			return a.ID, fmt.Sprintf("knee at `%s`: going to `%s` raised the load %.0f%% but output throughput only %.0f%%, while %s rose %.0f%%",
-				a.ID, b.ID, 100*step, 100*gain, what, 100*rise)
+			tput := fmt.Sprintf("output throughput only %.0f%%", 100*gain)
+			if math.Round(100*gain) < 0 {
+				tput = fmt.Sprintf("output throughput fell %.0f%%", -100*gain)
+			}
+			return a.ID, fmt.Sprintf("knee at `%s`: going to `%s` raised the load %.0f%% but %s, while %s rose %.0f%%",
+				a.ID, b.ID, 100*step, tput, what, 100*rise)
 		}
 	}
 	return "", "no knee: throughput kept up with the load across the sweep"

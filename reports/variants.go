@@ -62,7 +62,7 @@ func variantNote(c record.VariantCell) string {
 		parts = append(parts, "rejected: "+c.Why)
 	}
 	if len(c.Rejected) > 0 {
-		parts = append(parts, "past capacity: "+strings.Join(c.Rejected, ", "))
+		parts = append(parts, "past capacity: "+record.CodeList(c.Rejected))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -65,7 +65,7 @@ acceptance:
 	for _, want := range []string{
 		"best variant `seqs64` (",
 		"| `seqs1` | `sat/c=1@seqs1` | ✅ pass |",
-		"past capacity: sat/c=8@seqs1",
+		"past capacity: `sat/c=8@seqs1`",
 		"| **`seqs64`** (best) | `sat/c=8@seqs64` |",
 		"built-in: max_num_seqs 1",
 	} {
