@@ -69,7 +69,7 @@ fuzz:
 
 ## schema: regenerate schema/infermatrix.schema.json from the Go types
 schema:
-	$(GO) test ./schema -run TestJSONSchemaGolden -update
+	$(GO) test ./schema/jsonschema -run TestJSONSchemaGolden -update
 
 ## tidy-check: fail if go.mod or go.sum are not tidy
 tidy-check:

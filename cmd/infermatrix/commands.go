@@ -15,6 +15,7 @@ import (
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/schema/jsonschema"
 	"github.com/infermatrix/infermatrix/sim"
 	"github.com/infermatrix/infermatrix/sim/engine"
 	"github.com/infermatrix/infermatrix/verdict"
@@ -542,7 +543,7 @@ editor's YAML language server at it to get completion and checks as you type:
 		Example: `  infermatrix schema > infermatrix.schema.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := schema.JSONSchema()
+			b, err := jsonschema.Generate()
 			if err != nil {
 				return withCode(exitRuntime, err)
 			}

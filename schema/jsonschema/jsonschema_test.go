@@ -1,4 +1,4 @@
-package schema
+package jsonschema
 
 import (
 	"bytes"
@@ -12,33 +12,34 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/infermatrix/infermatrix/schema"
+	jsv "github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite schema/infermatrix.schema.json from JSONSchema()")
+var update = flag.Bool("update", false, "rewrite schema/infermatrix.schema.json from Generate()")
 
 // schemaFile is the committed copy of the schema that editors reference.
-const schemaFile = "infermatrix.schema.json"
+const schemaFile = "../infermatrix.schema.json"
 
 // compileJSONSchema compiles the generated schema. Compiling validates it
 // against the draft 2020-12 metaschema, which the library embeds, so no
 // network is needed.
-func compileJSONSchema(t *testing.T) (*jsonschema.Compiler, *jsonschema.Schema) {
+func compileJSONSchema(t *testing.T) (*jsv.Compiler, *jsv.Schema) {
 	t.Helper()
-	data, err := JSONSchema()
+	data, err := Generate()
 	if err != nil {
-		t.Fatalf("JSONSchema: %v", err)
+		t.Fatalf("Generate: %v", err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err := jsv.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		t.Fatalf("JSONSchema output is not JSON: %v", err)
+		t.Fatalf("Generate output is not JSON: %v", err)
 	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(JSONSchemaID, doc); err != nil {
+	c := jsv.NewCompiler()
+	if err := c.AddResource(ID, doc); err != nil {
 		t.Fatalf("add schema: %v", err)
 	}
-	sch, err := c.Compile(JSONSchemaID)
+	sch, err := c.Compile(ID)
 	if err != nil {
 		t.Fatalf("the generated schema does not compile: %v", err)
 	}
@@ -94,7 +95,7 @@ func jsonCompatible(v any) (any, error) {
 	return nil, fmt.Errorf("YAML value %v of type %T has no JSON form", v, v)
 }
 
-func validateYAML(sch *jsonschema.Schema, data []byte) error {
+func validateYAML(sch *jsv.Schema, data []byte) error {
 	inst, err := yamlInstance(data)
 	if err != nil {
 		return err
@@ -106,25 +107,25 @@ func validateYAML(sch *jsonschema.Schema, data []byte) error {
 // identical from call to call, as a committed file must be.
 func TestJSONSchemaCompiles(t *testing.T) {
 	compileJSONSchema(t)
-	a, err := JSONSchema()
+	a, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := JSONSchema()
+	b, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a, b) {
-		t.Fatal("JSONSchema is not deterministic")
+		t.Fatal("Generate is not deterministic")
 	}
 	if bytes.Contains(a, []byte(`\u003c`)) {
-		t.Error("JSONSchema escapes '<' in descriptions; the committed file should stay readable")
+		t.Error("Generate escapes '<' in descriptions; the committed file should stay readable")
 	}
 }
 
 // TestJSONSchemaGolden keeps the committed schema in step with the types.
 func TestJSONSchemaGolden(t *testing.T) {
-	want, err := JSONSchema()
+	want, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +137,10 @@ func TestJSONSchemaGolden(t *testing.T) {
 	}
 	got, err := os.ReadFile(schemaFile)
 	if err != nil {
-		t.Fatalf("%v; create it with: go test ./schema -run TestJSONSchemaGolden -update", err)
+		t.Fatalf("%v; create it with: go test ./schema/jsonschema -run TestJSONSchemaGolden -update", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("schema/%s is stale; rewrite it with: go test ./schema -run TestJSONSchemaGolden -update", schemaFile)
+		t.Fatal("schema/infermatrix.schema.json is stale; rewrite it with: go test ./schema/jsonschema -run TestJSONSchemaGolden -update")
 	}
 }
 
@@ -147,14 +148,14 @@ func TestJSONSchemaGolden(t *testing.T) {
 // every valid test file: an editor must never flag a file Load accepts.
 func TestJSONSchemaAcceptsExperimentFiles(t *testing.T) {
 	_, sch := compileJSONSchema(t)
-	valid, err := filepath.Glob("testdata/valid/*.yaml")
+	valid, err := filepath.Glob("../testdata/valid/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(valid) == 0 {
 		t.Fatal("no files in testdata/valid; the schema's acceptance test would prove nothing")
 	}
-	experiments, err := filepath.Glob("../experiments/*.yaml")
+	experiments, err := filepath.Glob("../../experiments/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestJSONSchemaRejectsInvalid(t *testing.T) {
 			} else if locs := errorLocations(err); !slices.Contains(locs, tc.at) {
 				t.Errorf("the schema rejects the document at %q, not at %q where the mistake is: %v\n%s", locs, tc.at, err, tc.doc)
 			}
-			if _, err := Parse("case.yaml", []byte(tc.doc), Options{}); err == nil {
+			if _, err := schema.Parse("case.yaml", []byte(tc.doc), schema.Options{}); err == nil {
 				t.Errorf("Load accepts the document, so the schema is stricter than the format:\n%s", tc.doc)
 			}
 		})
@@ -289,7 +290,7 @@ rows:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Parse("case.yaml", []byte(tc.doc), Options{}); err != nil {
+			if _, err := schema.Parse("case.yaml", []byte(tc.doc), schema.Options{}); err != nil {
 				t.Fatalf("Load rejects the document, so the case proves nothing: %v\n%s", err, tc.doc)
 			}
 			if err := validateYAML(sch, []byte(tc.doc)); err != nil {
@@ -312,7 +313,7 @@ func TestJSONSchemaDurationsMatchDecoder(t *testing.T) {
 	} {
 		t.Run(s, func(t *testing.T) {
 			doc := schemaBaseDoc + "defaults: {grace: " + s + "}\n"
-			_, loadErr := Parse("case.yaml", []byte(doc), Options{})
+			_, loadErr := schema.Parse("case.yaml", []byte(doc), schema.Options{})
 			schemaErr := validateYAML(sch, []byte(doc))
 			if (loadErr == nil) != (schemaErr == nil) {
 				t.Errorf("grace: %s: Load error %v, schema error %v", s, loadErr, schemaErr)
@@ -326,11 +327,11 @@ func TestJSONSchemaDurationsMatchDecoder(t *testing.T) {
 // bounds next to it.
 func TestJSONSchemaDefaultsValidate(t *testing.T) {
 	c, _ := compileJSONSchema(t)
-	data, err := JSONSchema()
+	data, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err := jsv.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func TestJSONSchemaDefaultsValidate(t *testing.T) {
 			return
 		}
 		n++
-		sub, err := c.Compile(JSONSchemaID + "#" + ptr)
+		sub, err := c.Compile(ID + "#" + ptr)
 		if err != nil {
 			t.Errorf("%s: %v", ptr, err)
 			return
@@ -359,7 +360,7 @@ func TestJSONSchemaDefaultsValidate(t *testing.T) {
 // described, and every object with properties is closed, so a misspelled key
 // is flagged rather than ignored.
 func TestJSONSchemaShape(t *testing.T) {
-	data, err := JSONSchema()
+	data, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,8 +401,8 @@ func TestJSONSchemaShape(t *testing.T) {
 // counting it would let any rejection pass for a top-level mistake.
 func errorLocations(err error) []string {
 	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
+	var walk func(e *jsv.ValidationError)
+	walk = func(e *jsv.ValidationError) {
 		if len(e.Causes) == 0 {
 			out = append(out, jsonPointer(e.InstanceLocation))
 		}
@@ -409,7 +410,7 @@ func errorLocations(err error) []string {
 			walk(c)
 		}
 	}
-	if ve, ok := err.(*jsonschema.ValidationError); ok {
+	if ve, ok := err.(*jsv.ValidationError); ok {
 		walk(ve)
 	}
 	return out
