@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +41,7 @@ rows:
 // TestConversationProblems: a conversation that cannot be held is refused
 // at load, every problem at once, each at its key.
 func TestConversationProblems(t *testing.T) {
-	_, err := Parse("test.yaml", []byte(header+`defaults: {requests: 8, output_tokens: 8}
+	all := problemsText(t, header+`defaults: {requests: 8, output_tokens: 8}
 rows:
   - {id: noturns, concurrency: 1, input_tokens: 8, conversation: {user_tokens: 4}}
   - {id: nouser, concurrency: 1, input_tokens: 8, conversation: {turns: 3}}
@@ -50,12 +49,7 @@ rows:
   - {id: data, concurrency: 1, dataset: {file: resolve_test.go, format: jsonl}, conversation: {user_tokens: 4}}
   - {id: neg, concurrency: 1, input_tokens: 8, conversation: {turns: 2, user_tokens: 4, think_time: -1s}}
   - {id: prompt, api: completions, concurrency: 1, input_tokens: 8, conversation: {turns: 2, user_tokens: 4}}
-`), Options{})
-	var probs Problems
-	if !errors.As(err, &probs) {
-		t.Fatalf("Parse: %v; want problems", err)
-	}
-	all := err.Error()
+`)
 	for _, want := range []string{
 		"rows[0].conversation: conversation needs turns",
 		"rows[1].conversation: conversation needs user_tokens",

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -37,7 +36,7 @@ rows:
 // ITL, TPOT or output figures of such a row, and inputs per second of a
 // chat row.
 func TestEndpointNonsense(t *testing.T) {
-	_, err := Parse("test.yaml", []byte("apiVersion: infermatrix/v1\nname: t\n"+`server: {target: builtin, api: embeddings}
+	all := problemsText(t, "apiVersion: infermatrix/v1\nname: t\n"+`server: {target: builtin, api: embeddings}
 defaults: {requests: 10, concurrency: 1}
 rows:
   - {id: a, input_tokens: 8, output_tokens: 8}
@@ -57,16 +56,7 @@ acceptance:
   - {name: fine, rows: [i], expect: "throughput.inputs_per_s > 10 && e2e.p99 < 50"}
 hypotheses:
   - {id: H1, statement: s, expect: rows.i.itl.p50 < rows.f.itl.p50}
-`), Options{})
-	var probs Problems
-	if !errors.As(err, &probs) {
-		t.Fatalf("Parse: %v; want problems", err)
-	}
-	var got []string
-	for _, p := range probs {
-		got = append(got, p.Error())
-	}
-	all := strings.Join(got, "\n")
+`)
 	for _, want := range []string{
 		"rows[0].output_tokens: output_tokens does not apply to api embeddings",
 		"rows[1].streaming: streaming does not apply to api embeddings",

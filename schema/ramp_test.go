@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,7 +46,7 @@ rows:
 // TestRampProblems: every mistake in a ramp is reported at once, at its
 // position, with a hint.
 func TestRampProblems(t *testing.T) {
-	_, err := Parse("test.yaml", []byte(header+`defaults: {input_tokens: 8, output_tokens: 8}
+	all := problemsText(t, header+`defaults: {input_tokens: 8, output_tokens: 8}
 rows:
   - {id: both, concurrency: 3, ramp: {concurrency: {from: 2, to: 8, step: 2}, step_duration: 1s}}
   - {id: uneven, ramp: {concurrency: {from: 2, to: 7, step: 2}, step_duration: 1s}}
@@ -60,16 +59,7 @@ rows:
   - {id: many, ramp: {rate: {from: 1, to: 1000, step: 1}, step_duration: 1s}}
   - {id: gate, concurrency: 2, requests: 5, prefill_concurrency: 0}
   - {id: found, search: {concurrency: {min: 1, max: 8}}, ramp: {concurrency: {from: 1, to: 3, step: 1}, step_duration: 1s}}
-`), Options{})
-	var probs Problems
-	if !errors.As(err, &probs) {
-		t.Fatalf("Parse: %v; want problems", err)
-	}
-	var got []string
-	for _, p := range probs {
-		got = append(got, p.Error())
-	}
-	all := strings.Join(got, "\n")
+`)
 	for _, want := range []string{
 		"test.yaml:6:29: rows[0].concurrency: concurrency is both set and ramped",
 		"rows[1].ramp.concurrency.step: (to - from) / step is not a whole number of steps",

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -31,7 +30,7 @@ rows:
 // lower.* on a row without repeat is refused at the name, with the hint;
 // on repeated rows it loads; repeat above the limit is refused.
 func TestIntervalNeedsRepeat(t *testing.T) {
-	_, err := Parse("test.yaml", []byte(header+`defaults: {requests: 10, concurrency: 1, input_tokens: 8, output_tokens: 8}
+	all := problemsText(t, header+`defaults: {requests: 10, concurrency: 1, input_tokens: 8, output_tokens: 8}
 rows:
   - {id: rep, repeat: 5}
   - {id: once}
@@ -41,16 +40,7 @@ acceptance:
   - {name: bad, expect: "ttft.p95 < 9 && lower.ttft.p95 > 1"}
 hypotheses:
   - {id: H1, statement: s, expect: rows.once.upper.e2e.mean < rows.rep.lower.e2e.mean}
-`), Options{})
-	var probs Problems
-	if !errors.As(err, &probs) {
-		t.Fatalf("Parse: %v; want problems", err)
-	}
-	var got []string
-	for _, p := range probs {
-		got = append(got, p.Error())
-	}
-	all := strings.Join(got, "\n")
+`)
 	for _, want := range []string{
 		"test.yaml:8:23: rows[2].repeat: must be at most 100, got 101",
 		"test.yaml:11:42: acceptance[1].expect: lower.ttft.p95 needs repeat: 2 or more, and row once has none",

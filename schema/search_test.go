@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -45,7 +44,7 @@ acceptance:
 
 // TestSearchProblems: every misuse of search is reported at its key.
 func TestSearchProblems(t *testing.T) {
-	_, err := Parse("test.yaml", []byte(header+`defaults: {requests: 10, input_tokens: 8, output_tokens: 8}
+	all := problemsText(t, header+`defaults: {requests: 10, input_tokens: 8, output_tokens: 8}
 rows:
   - {id: both, search: {concurrency: {min: 1, max: 4}, rate: {min: 1, max: 2}}}
   - {id: inverted, search: {concurrency: {min: 8, max: 4}}}
@@ -60,12 +59,7 @@ acceptance:
   - {name: slo, rows: [both, inverted, zero, swept, repeated, mixed, norate], expect: ttft.p95 < 1000}
 hypotheses:
   - {id: H1, statement: s, expect: rows.inverted.ttft.p95 > rows.fixed.ttft.p95}
-`), Options{})
-	var probs Problems
-	if !errors.As(err, &probs) {
-		t.Fatalf("Parse: %v; want problems", err)
-	}
-	all := err.Error()
+`)
 	for _, want := range []string{
 		"test.yaml:6:62: rows[0].search.rate: a search varies one load",
 		"test.yaml:7:56: rows[1].search.concurrency.max: max 4 is not above min 8",
