@@ -66,6 +66,14 @@ type Config struct {
 
 	// Replicas is the number of data-parallel engines. Zero means one.
 	Replicas int
+	// StatsInterval is how old the load figures the front end routes on
+	// may be: every replica's waiting and running counts are published to
+	// it once per interval, and between two publications it sees only
+	// those counts plus the requests it sent itself. vLLM 0.11's DP
+	// coordinator publishes at most every 100 ms (CoordinatorProc's
+	// min_stats_update_interval_ms in vllm/v1/engine/coordinator.py);
+	// zero means that. It matters only with several replicas.
+	StatsInterval time.Duration
 	// Seed seeds the jitter. Runs with equal configs, seeds and inputs
 	// are bit-for-bit identical on the virtual clock.
 	Seed uint64
@@ -76,6 +84,11 @@ type Config struct {
 	// capacity, with the server as nearly free as it can be.
 	Instant bool
 }
+
+// DefaultStatsInterval is vLLM 0.11's period of load statistics for
+// data-parallel routing: its DP coordinator publishes the engines' request
+// counts to the API server at most every 100 ms while they change.
+const DefaultStatsInterval = 100 * time.Millisecond
 
 // FrontEnd is the host-side cost of serving requests over HTTP, modelled on
 // vLLM's API server: one process that parses and tokenizes each request,
@@ -141,6 +154,9 @@ func (c Config) withDefaults() Config {
 	if c.DriftPeriod == 0 {
 		c.DriftPeriod = time.Second
 	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = DefaultStatsInterval
+	}
 	if c.Precision == (roofline.Precision{}) {
 		c.Precision = roofline.BF16
 	}
@@ -187,6 +203,9 @@ func (c Config) Validate() error {
 	}
 	if c.DriftPeriod < 0 {
 		errs = append(errs, fmt.Errorf("drift period %v: must not be negative", c.DriftPeriod))
+	}
+	if c.StatsInterval < 0 {
+		errs = append(errs, fmt.Errorf("stats interval %v: must not be negative", c.StatsInterval))
 	}
 	if e := c.Efficiency.Attention; e < 0 || e > 1 {
 		errs = append(errs, fmt.Errorf("efficiency: attention η %v must be in (0, 1], or 0 for η_f", e))

@@ -190,7 +190,12 @@ type Cluster struct {
 	seq      uint64 // event tie-breaker, for determinism
 	nextID   uint64
 	rng      *rand.Rand
-	rr       int // round-robin start for routing ties
+
+	// The front end's view of the replicas' load for routing: the counts
+	// last published (at the start of tick lbTick, a multiple of
+	// StatsInterval) plus the requests it routed since.
+	lb     []lbCount
+	lbTick int64
 
 	open       int           // requests at the front end (submitted, not fully delivered or canceled)
 	egressFree time.Duration // when the front end finishes its current work (requests and tokens)
@@ -227,6 +232,9 @@ type replica struct {
 	driftUntil time.Duration
 }
 
+// lbCount is one replica's load as the front end sees it.
+type lbCount struct{ waiting, running int }
+
 type scheduled struct {
 	r      *Request
 	n      int // tokens computed this step
@@ -258,6 +266,7 @@ func New(cfg Config) (*Cluster, error) {
 	for i := range cfg.Replicas {
 		c.replicas = append(c.replicas, &replica{idx: i, pool: newBlockPool(blocks, cfg.BlockSize, cfg.PrefixCaching), drift: 1})
 	}
+	c.lb = make([]lbCount, cfg.Replicas)
 	c.stats.KVCapacityTokens = blocks * cfg.BlockSize
 	return c, nil
 }
@@ -523,6 +532,7 @@ func (c *Cluster) push(e event) {
 
 func (c *Cluster) step() {
 	e := c.events.pop()
+	c.publishLoad(e.at)
 	if e.at > c.now {
 		c.now = e.at
 	}
@@ -545,19 +555,48 @@ func (c *Cluster) step() {
 	}
 }
 
-// route picks the replica with the fewest requests, ties broken round-robin,
-// as vLLM's data-parallel front end balances by queue lengths.
+// route picks a replica as vLLM 0.11's data-parallel API server does
+// (DPLBAsyncMPClient.get_core_engine_for_request in
+// vllm/v1/engine/core_client.py): the lowest score waiting × 4 + running,
+// scanning from replica 0 (one API server's start index) so that ties go
+// to the lowest index, on counts up to StatsInterval old; it then counts
+// the request as waiting on its replica itself, so that a burst between
+// two publications spreads instead of piling onto the replica that looked
+// idlest. It never learns of finished requests before the next
+// publication. A waiting request weighs four running ones because it has
+// no first token yet: the score steers new requests away from queues.
 func (c *Cluster) route() *replica {
-	n := len(c.replicas)
-	best := c.replicas[c.rr%n]
-	for i := 1; i < n; i++ {
-		rep := c.replicas[(c.rr+i)%n]
-		if len(rep.waiting)+len(rep.running) < len(best.waiting)+len(best.running) {
-			best = rep
+	if len(c.replicas) == 1 {
+		return c.replicas[0]
+	}
+	best, low := 0, math.MaxInt
+	for i, l := range c.lb {
+		if score := 4*l.waiting + l.running; score < low {
+			best, low = i, score
 		}
 	}
-	c.rr = (best.idx + 1) % n
-	return best
+	c.lb[best].waiting++
+	return c.replicas[best]
+}
+
+// publishLoad refreshes the front end's load view before an event at t: if
+// a publication tick (a multiple of StatsInterval) has passed since the
+// last one, the view becomes the replicas' counts as they stood at that
+// tick, which are the counts now, since nothing happens between events.
+// The ticks are lazy, so an idle cluster has no events left and Step
+// reports false as before.
+func (c *Cluster) publishLoad(t time.Duration) {
+	if len(c.replicas) == 1 {
+		return
+	}
+	tick := int64(t / c.cfg.StatsInterval)
+	if tick <= c.lbTick {
+		return
+	}
+	c.lbTick = tick
+	for i, rep := range c.replicas {
+		c.lb[i] = lbCount{waiting: len(rep.waiting), running: len(rep.running)}
+	}
 }
 
 // needed is how many tokens r must compute before it can emit its next
