@@ -111,6 +111,9 @@ func (s SimSettings) EngineConfig() (engine.Config, error) {
 // resolveSim fills the built-in server's defaults from its preset and
 // reports settings that contradict it.
 func (r *resolver) resolveSim(s *SimSettings) {
+	if s.PresetFile != "" {
+		r.presetFile(s)
+	}
 	if s.Preset == "" {
 		s.Preset = DefaultSimPreset
 	}

@@ -156,6 +156,11 @@ type SimSettings struct {
 	EOSMeanTokens  int         `yaml:"eos_mean_tokens" json:"eos_mean_tokens,omitempty" doc:"Mean natural output length: a request without ignore_eos stops early at a seeded EOS drawn with this mean. 0 disables EOS." minimum:"0"`
 	Faults         []SimFault  `yaml:"faults" json:"faults,omitempty" doc:"Faults injected into requests at random (seeded); a request can also ask for one with the X-Sim-Fault header."`
 	GroundTruth    bool        `yaml:"ground_truth" json:"ground_truth,omitempty" doc:"Write sim-ground-truth.jsonl into the run directory: the server's own arrival and flush time of every token, to compute the client's measurement error."`
+
+	// PresetFile names a fitted preset (schema/preset.go); Calibration is
+	// what its calibration block says, filled at load time for the record.
+	PresetFile  string       `yaml:"preset_file" json:"preset_file,omitempty" doc:"A preset file, relative to the experiment: a base preset plus engine and front_end overrides, as infermatrix calibrate writes it (docs/calibrate.md). The experiment's own engine and front_end keys override the file's."`
+	Calibration *Calibration `yaml:"-" json:"calibration,omitempty"`
 }
 
 // SimEngine overrides a preset's engine parameters. Unset keys keep the
