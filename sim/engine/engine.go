@@ -293,11 +293,14 @@ func (c *Cluster) Submit(r *Request) {
 	r.id = c.nextID
 	r.arrival = c.now
 	r.promptLen = len(r.Prompt)
-	ids := r.Prompt
-	if len(r.Generated) > 0 {
-		// The last token's KV is never computed, so its block is never
-		// published; hashing it costs nothing.
-		ids = append(ids[:len(ids):len(ids)], r.Generated[:min(len(r.Generated), r.Output)]...)
+	// Hash the prompt and the reply, as vLLM V1 extends a request's block
+	// hashes as its output fills blocks: a preempted request's output
+	// blocks stay in the prefix cache and its readmission finds them. The
+	// last token's KV is never computed, so its block is never published;
+	// hashing it costs nothing.
+	ids := append(r.Prompt[:len(r.Prompt):len(r.Prompt)], r.Generated[:min(len(r.Generated), r.Output)]...)
+	for k := len(ids) - r.promptLen; k < r.Output; k++ {
+		ids = append(ids, c.replyToken(r.id, k))
 	}
 	r.hashes = blockHashes(ids, c.cfg.BlockSize)
 	r.state = stateWaiting
@@ -305,6 +308,14 @@ func (c *Cluster) Submit(r *Request) {
 	c.open++
 	c.stats.OpenStreams = c.open
 	c.push(event{at: c.requestPath(r.promptLen), kind: evAdmit, req: r})
+}
+
+// replyToken stands in for token k of request id's reply when the caller
+// does not know the reply's ids: negative, so no prompt holds it, and
+// distinct per request, as two sampled replies are, so that one request's
+// reply blocks are found only by the request itself (after a preemption).
+func (c *Cluster) replyToken(id uint64, k int) int {
+	return -1 - int(mix(id<<24^uint64(k))>>2)
 }
 
 // requestPath is when a request of prompt tokens submitted now reaches the
@@ -665,7 +676,9 @@ func (c *Cluster) schedule(rep *replica) []scheduled {
 		} else {
 			r.recached = r.computed
 		}
-		c.stats.PrefixQueries += uint64(r.promptLen)
+		// A readmission looks up its emitted tokens too: vLLM counts
+		// every token of the request (num_tokens) as queried.
+		c.stats.PrefixQueries += uint64(r.promptLen + r.generated)
 		c.stats.PrefixHits += uint64(r.computed)
 		rep.waiting = rep.waiting[1:]
 		rep.running = append(rep.running, r)
@@ -676,8 +689,12 @@ func (c *Cluster) schedule(rep *replica) []scheduled {
 	return batch
 }
 
-// preempt returns r to the front of the waiting queue with its KV freed; it
-// will recompute everything, its emitted tokens included, when readmitted.
+// preempt returns r to the front of the waiting queue with its KV freed, as
+// vLLM V1 does: its blocks go back to the pool tail first, the full ones
+// (prompt and reply alike) still holding their content in the prefix cache.
+// When readmitted it takes back whatever of them was not evicted meanwhile
+// and recomputes the rest: at least the partial last block, at most
+// everything.
 func (c *Cluster) preempt(rep *replica, r *Request) {
 	rep.pool.release(r.blocks)
 	r.blocks = r.blocks[:0]

@@ -344,3 +344,47 @@ func TestValidate(t *testing.T) {
 		t.Fatal("KV cache smaller than max_model_len accepted")
 	}
 }
+
+// TestPreemptionKeepsReplyBlocks: a preempted request's blocks, reply
+// included, stay in the prefix cache as vLLM V1 leaves them, so its
+// readmission recomputes only what was evicted meanwhile. Two requests
+// outgrow a 4096-token cache together; the newer is preempted after about
+// a thousand reply tokens, the older needs only a block or two more and
+// finishes, and the newer comes back finding its prompt and its reply
+// except the blocks the older took: at most three blocks to recompute,
+// where recomputing the reply would be a thousand tokens.
+func TestPreemptionKeepsReplyBlocks(t *testing.T) {
+	const prompt, bs = 1000, 16
+	cfg := smallKV(t, 4096)
+	cfg.MaxModelLen = 2600
+	c := newCluster(t, cfg)
+	old := submit(c, ids(0, prompt), 1070)
+	young := submit(c, ids(100_000, prompt), 1500)
+	generatedAt := -1 // young's reply length when it was preempted
+	for c.Step() {
+		if i := young.Info(); i.Preemptions > 0 && generatedAt < 0 {
+			generatedAt = i.Generated
+		}
+	}
+	if old.Info().Preemptions != 0 || young.Info().Preemptions != 1 {
+		t.Fatalf("preemptions: old %d, young %d; want 0 and 1", old.Info().Preemptions, young.Info().Preemptions)
+	}
+	if len(old.at) != 1070 || len(young.at) != 1500 {
+		t.Fatalf("delivered %d and %d tokens, want 1070 and 1500", len(old.at), len(young.at))
+	}
+	found := young.Info().RecachedTokens
+	recomputed := prompt + generatedAt - found
+	t.Logf("preempted after %d reply tokens; readmission found %d tokens cached and recomputed %d", generatedAt, found, recomputed)
+	if generatedAt < 900 {
+		t.Fatalf("young was preempted after %d reply tokens; the scenario needs about a thousand", generatedAt)
+	}
+	if found%bs != 0 || found <= prompt {
+		t.Errorf("readmission found %d tokens cached: want whole blocks reaching into the reply (past the %d-token prompt)", found, prompt)
+	}
+	if recomputed > 3*bs {
+		t.Errorf("readmission recomputed %d tokens, want at most three blocks (%d)", recomputed, 3*bs)
+	}
+	if young.Info().CachedTokens != 0 {
+		t.Errorf("young reports %d cached tokens; its own blocks after a preemption are not a client's cache hit", young.Info().CachedTokens)
+	}
+}
