@@ -95,7 +95,7 @@ rows: [{id: a, concurrency: 1, requests: 1, input_tokens: 8, output_tokens: 8}]
 func TestPresetFileProblems(t *testing.T) {
 	cases := []struct {
 		name, preset, sim string
-		want            []string
+		want              []string
 	}{
 		{"unknown key and bad value", "base: qwen3-0.6b-h200\nengine:\n  step_overhed: 4ms\n  bandwidth_efficiency: 2\n", "preset_file: fitted.yaml",
 			[]string{"exp.yaml:6:18: server.sim.preset_file: fitted.yaml:3:3: engine.step_overhed: unknown key", "step_overhead",

@@ -1,0 +1,202 @@
+package calibrate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/sim/engine"
+)
+
+// measuredRow plans one row of a fake measured run: a closed loop of
+// users, or a Poisson rate, sending requests of varied lengths.
+type measuredRow struct {
+	id          string
+	concurrency int
+	rate        float64
+	requests    int
+	input       int
+	output      int
+}
+
+// writeMeasuredRun writes a run directory as the runner would have, the
+// server being the engine on cfg (the hidden parameters): the manifest,
+// each row's records and summary, and the top-level summary.
+func writeMeasuredRun(t *testing.T, cfg engine.Config, preset string, planned []measuredRow) string {
+	t.Helper()
+	dir, err := rundir.Create("", "", filepath.Join(t.TempDir(), "run"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := rundir.Manifest{Format: rundir.Format, Experiment: rundir.ExperimentInfo{Name: "hidden", SHA256: "abc"},
+		Status: rundir.StatusComplete, Semantics: metrics.SemInfermatrix,
+		Server: rundir.ServerInfo{Declared: schema.ServerPlan{API: "chat"}}}
+	if preset != "" {
+		man.Server.Discovered.Simulated = &rundir.Simulated{Preset: preset, Replicas: 1}
+	}
+	sum := metrics.Summary{Format: metrics.SummaryFormat, Experiment: "hidden"}
+	for k, m := range planned {
+		p := schema.PlannedRow{ID: m.id, Base: m.id, Streaming: true, Requests: m.requests, Warmup: 2}
+		if m.rate > 0 {
+			p.Load = schema.LoadPlan{Mode: schema.ModeRate, Rate: m.rate, Arrival: "poisson"}
+		} else {
+			p.Load = schema.LoadPlan{Mode: schema.ModeConcurrency, Concurrency: m.concurrency}
+		}
+		rw := &row{plan: p, api: "chat"}
+		at := int64(0)
+		for i := range m.requests + p.Warmup {
+			// Lengths vary ±25% around the row's, as a dataset's do.
+			f := 0.75 + 0.5*float64((i*37+k*11)%100)/100
+			q := request{seq: int64(i), prompt: int(float64(m.input) * f), output: max(int(float64(m.output)*(1.75-f)), 2), warmup: i < p.Warmup}
+			if m.rate > 0 {
+				// A deterministic Poisson schedule.
+				u := float64((i*7919+13)%1000+1) / 1001
+				at += int64(-math.Log(u) / m.rate * 1e9)
+				q.scheduled = at
+			}
+			rw.requests = append(rw.requests, q)
+		}
+		recs, done := replay(cfg, rw)
+		if done < 1 {
+			t.Fatalf("row %s: only %.0f%% of the hidden replay finished", m.id, 100*done)
+		}
+		w, err := dir.CreateRecords(m.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, rec := range recs {
+			rec.ID, rec.Row = fmt.Sprintf("%s-%d", m.id, i), m.id
+			if err := w.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := summarise(recs, rw, man.Semantics)
+		if err := dir.WriteJSON(rundir.RowFile(m.id, rundir.SummaryFile), s); err != nil {
+			t.Fatal(err)
+		}
+		sum.Rows = append(sum.Rows, s)
+		man.Rows = append(man.Rows, p)
+	}
+	if err := dir.WriteJSON(rundir.ManifestFile, man); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.WriteJSON(rundir.SummaryFile, sum); err != nil {
+		t.Fatal(err)
+	}
+	return dir.Path
+}
+
+// TestFitRecoversHiddenParameters is the check issue 14 names: a server
+// whose step overhead, bandwidth efficiency and front-end request cost
+// differ from the base preset, which the tool is not told, is calibrated
+// from the base; the fitted preset, replayed, must land within 10% of the
+// measured TTFT p50, TPOT p50 and output tokens/s on every row, the
+// held-out ones included.
+func TestFitRecoversHiddenParameters(t *testing.T) {
+	base, _ := engine.LookupPreset("llama-3.1-8b-h100")
+	hidden := base.Config
+	hidden.StepOverhead = 2 * time.Millisecond          // base 0.5 ms
+	hidden.Efficiency.Bandwidth = 0.55                  // base 0.8
+	hidden.FrontEnd.RequestCost = 15 * time.Millisecond // base none
+	hidden.FrontEnd.RequestCostPerToken = 2 * time.Microsecond
+	// A sweep as a capacity plan runs one: closed loops from one user to
+	// 32, and two Poisson rates, the same request shape throughout.
+	// Under the race detector, fewer requests per row and fewer
+	// evaluations: the same check, in a quarter of the time.
+	perUser, least, evals := 6, 48, 0
+	if raceEnabled {
+		perUser, least, evals = 4, 32, 240
+	}
+	var rows []measuredRow
+	for _, c := range []int{1, 2, 4, 8, 16, 32} {
+		rows = append(rows, measuredRow{id: fmt.Sprintf("c=%d", c), concurrency: c, requests: max(perUser*c, least), input: 1024, output: 64})
+	}
+	rows = append(rows, measuredRow{id: "rate=2", rate: 2, requests: 30, input: 1024, output: 64},
+		measuredRow{id: "rate=6", rate: 6, requests: 40, input: 1024, output: 64})
+	dir := writeMeasuredRun(t, hidden, "llama-3.1-8b-h100", rows)
+	res, err := Run(dir, Options{Tool: "test", MaxEvals: evals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	res.Table(&out)
+	t.Logf("%d evaluations\n%s\n%s", res.Evals, out.String(), res.YAML())
+	c := res.Preset.Calibration
+	if len(c.HeldOutRows) == 0 || len(c.FittedRows)+len(c.HeldOutRows) != len(rows) {
+		t.Errorf("fitted %v, held out %v: want every row, at least one held out", c.FittedRows, c.HeldOutRows)
+	}
+	for _, r := range c.Rows {
+		for name, cell := range map[string]schema.CalibrationCell{"TTFT p50": r.TTFTP50, "TPOT p50": r.TPOTP50, "output tok/s": r.OutputTPS} {
+			if cell.ErrorPct == nil || math.Abs(*cell.ErrorPct) > 10 {
+				t.Errorf("row %s (held out %v) %s: error %v%%, want within 10%%", r.ID, r.HeldOut, name, num(cell.ErrorPct))
+			}
+		}
+	}
+
+	// The preset file it writes is what server.sim.preset_file reads,
+	// and a run on it gets the fitted engine.
+	expDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(expDir, "fitted.yaml"), res.YAML(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exp := filepath.Join(expDir, "exp.yaml")
+	if err := os.WriteFile(exp, []byte(`apiVersion: infermatrix/v1
+name: check
+server: {target: builtin, sim: {preset_file: fitted.yaml}}
+rows: [{id: a, concurrency: 1, requests: 1, input_tokens: 8, output_tokens: 8}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := schema.Load(exp, schema.Options{})
+	if err != nil {
+		t.Fatalf("the written preset does not load:\n%v\n%s", err, res.YAML())
+	}
+	got, err := plan.Server.Sim.EngineConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.StepOverhead != res.Config.StepOverhead || got.Efficiency != res.Config.Efficiency || got.FrontEnd != res.Config.FrontEnd {
+		t.Errorf("loaded preset differs from the fit:\n got %+v\nwant %+v", got, res.Config)
+	}
+	if cal := plan.Server.Sim.Calibration; cal == nil || cal.Error.HeldOut.TTFTP50 == nil || len(cal.Rows) != 0 {
+		t.Errorf("the plan's calibration summary: %+v", cal)
+	}
+}
+
+// TestRefusals checks the runs calibrate refuses, and why: one whose rows
+// all failed, and a real server's run without a base preset.
+func TestRefusals(t *testing.T) {
+	base, _ := engine.LookupPreset("llama-3.1-8b-h100")
+	dir := writeMeasuredRun(t, base.Config, "", []measuredRow{{id: "a", concurrency: 2, requests: 6, input: 64, output: 8}})
+	if _, err := Run(dir, Options{MaxEvals: 4}); !errors.Is(err, ErrNeedBase) || !strings.Contains(err.Error(), "--base") {
+		t.Errorf("no base: %v", err)
+	}
+	if _, err := Run(dir, Options{Base: "tiny-fast", MaxEvals: 4}); !errors.Is(err, ErrNeedBase) {
+		t.Errorf("base tiny-fast: %v", err)
+	}
+	if _, err := Run(dir, Options{Base: "llama-3.1-8b-h100", HoldOut: []string{"nope"}, MaxEvals: 4}); !errors.Is(err, ErrUsage) {
+		t.Errorf("unknown --hold-out row: %v", err)
+	}
+
+	// Every row failed: the summary says so.
+	sum := metrics.Summary{Format: metrics.SummaryFormat, Rows: []metrics.RowSummary{{ID: "a", Base: "a", Status: metrics.RowFailed}}}
+	d := &rundir.Dir{Path: dir}
+	if err := d.WriteJSON(rundir.SummaryFile, sum); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(dir, Options{Base: "llama-3.1-8b-h100", MaxEvals: 4})
+	if !errors.Is(err, ErrNoUsableRows) || !strings.Contains(err.Error(), "a: status failed") {
+		t.Errorf("all rows failed: %v", err)
+	}
+}

@@ -1,0 +1,319 @@
+package calibrate
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/infermatrix/infermatrix/sim/engine"
+)
+
+// param is one fitted parameter of the engine configuration. The optimiser
+// works on x = ln(value ÷ ref), so that a step means the same relative
+// change for a 2 µs cost as for a 2 ms one, and positive quantities stay
+// positive.
+type param struct {
+	// key is the parameter's key in the preset file, section.key.
+	key string
+	get func(*engine.Config) float64
+	set func(*engine.Config, float64)
+	// typical is the scale used when the base preset has the parameter at
+	// zero (a front end without a request cost, say): the search starts
+	// there, and the fit writes zero when it ends far below it.
+	typical float64
+	// hi bounds the value (an efficiency is at most 1); 0 means 100 ×
+	// the reference.
+	hi float64
+	// duration says the value is in seconds and written as a duration.
+	duration bool
+}
+
+func durParam(key string, typical time.Duration, get func(*engine.Config) *time.Duration) param {
+	return param{key: key, typical: typical.Seconds(), duration: true,
+		get: func(c *engine.Config) float64 { return get(c).Seconds() },
+		set: func(c *engine.Config, v float64) { *get(c) = time.Duration(math.Round(v * 1e9)) },
+	}
+}
+
+func effParam(key string, get func(*engine.Config) *float64) param {
+	return param{key: key, typical: 0.5, hi: 1,
+		get: func(c *engine.Config) float64 { return *get(c) },
+		set: func(c *engine.Config, v float64) { *get(c) = v },
+	}
+}
+
+// fitted are the parameters the fit moves: the engine's step costs and
+// efficiencies and the front end's costs, the ones that set time to first
+// token, time per output token and throughput. Scheduler limits, memory
+// and the model stay the base preset's: they are the deployment's facts,
+// not fits.
+var fitted = []param{
+	durParam("engine.step_overhead", 500*time.Microsecond, func(c *engine.Config) *time.Duration { return &c.StepOverhead }),
+	durParam("engine.seq_overhead", 20*time.Microsecond, func(c *engine.Config) *time.Duration { return &c.SeqOverhead }),
+	effParam("engine.bandwidth_efficiency", func(c *engine.Config) *float64 { return &c.Efficiency.Bandwidth }),
+	effParam("engine.flops_efficiency", func(c *engine.Config) *float64 { return &c.Efficiency.FLOPs }),
+	effParam("engine.attention_efficiency", func(c *engine.Config) *float64 { return &c.Efficiency.Attention }),
+	durParam("front_end.request_cost", 200*time.Microsecond, func(c *engine.Config) *time.Duration { return &c.FrontEnd.RequestCost }),
+	durParam("front_end.request_cost_per_token", time.Microsecond, func(c *engine.Config) *time.Duration { return &c.FrontEnd.RequestCostPerToken }),
+	durParam("front_end.token_cost", 20*time.Microsecond, func(c *engine.Config) *time.Duration { return &c.FrontEnd.TokenCost }),
+}
+
+// space maps the optimiser's vector to configurations around a base.
+type space struct {
+	base   engine.Config
+	params []param
+	ref    []float64 // value at x = 0
+	lo, hi []float64 // bounds on x
+}
+
+// floorRatio is how far below its reference a parameter may go: a
+// thousandth, below which it is written as zero.
+const floorRatio = 1e-3
+
+func newSpace(base engine.Config, params []param) *space {
+	s := &space{base: base, params: params}
+	for _, p := range params {
+		ref := p.get(&base)
+		if p.key == "engine.attention_efficiency" && ref == 0 {
+			ref = base.Efficiency.FLOPs // unset means η_f
+		}
+		if ref <= 0 {
+			ref = p.typical
+		}
+		hi := 100 * ref
+		if p.hi > 0 {
+			hi = p.hi
+		}
+		s.ref = append(s.ref, ref)
+		s.lo = append(s.lo, math.Log(floorRatio))
+		s.hi = append(s.hi, math.Log(hi/ref))
+	}
+	return s
+}
+
+func (s *space) clamp(x []float64) {
+	for i := range x {
+		x[i] = min(max(x[i], s.lo[i]), s.hi[i])
+	}
+}
+
+// config is the base with the parameters at x.
+func (s *space) config(x []float64) engine.Config {
+	c := s.base
+	for i, p := range s.params {
+		v := s.ref[i] * math.Exp(x[i])
+		if x[i] <= s.lo[i]+1e-9 {
+			v = 0 // at the floor: the parameter is not needed
+			if p.hi > 0 {
+				v = s.ref[i] * floorRatio // an efficiency cannot be zero
+			}
+		}
+		p.set(&c, v)
+	}
+	return c
+}
+
+// problem is one fit: the rows, and the measured figures to match.
+type problem struct {
+	rows      []*row
+	semantics string
+	space     *space
+	// prior weighs each parameter's distance from its reference (in
+	// ln units squared) against the rows' squared log errors: small
+	// enough not to bias a parameter the rows determine, large enough to
+	// keep one they do not (attention efficiency in a decode-bound run)
+	// at the base preset's value instead of wandering.
+	prior float64
+	evals int
+}
+
+// cost is the sum over rows and metrics of the squared log error, plus the
+// prior. A row whose replay did not finish costs as if every figure were
+// off by the share left undone, so the optimiser climbs out of a
+// configuration too slow to finish.
+func (pr *problem) cost(x []float64) float64 {
+	pr.evals++
+	cfg := pr.space.config(x)
+	sims := simulateAll(cfg, pr.rows, pr.semantics)
+	total := 0.0
+	for i, rw := range pr.rows {
+		total += rowCost(rw.measured, sims[i])
+	}
+	for i := range x {
+		total += pr.prior * x[i] * x[i]
+	}
+	return total
+}
+
+// missingCost stands for a figure the replay could not produce: as bad as
+// a factor of e off.
+const missingCost = 1.0
+
+func rowCost(meas figures, sim simulated) float64 {
+	total := 0.0
+	for m := range numMetrics {
+		mv := meas.get(m)
+		if mv == nil {
+			continue
+		}
+		sv := sim.get(m)
+		if sv == nil || *sv <= 0 {
+			total += missingCost
+			continue
+		}
+		e := math.Log(*sv / *mv)
+		total += e * e
+	}
+	if sim.done < 1 {
+		total += missingCost * (1 - sim.done) * numMetrics
+	}
+	return total
+}
+
+// simulateAll replays every row on cfg, rows in parallel: each replay is
+// its own engine, and the fit's time is almost all here.
+func simulateAll(cfg engine.Config, rows []*row, semantics string) []simulated {
+	out := make([]simulated, len(rows))
+	workers := min(runtime.GOMAXPROCS(0), len(rows))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = simulate(cfg, rows[i], semantics)
+			}
+		})
+	}
+	for i := range rows {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// nelderMead minimises f from x0 within the space's bounds (points are
+// clamped into the box), with the standard coefficients. It stops after
+// maxEvals evaluations or when the simplex's values agree to tol. It is
+// derivative-free because the objective is a simulation: piecewise
+// constant at fine scales (whole steps, whole tokens), with no gradient
+// to follow.
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, s *space, maxEvals int, tol float64) ([]float64, float64) {
+	n := len(x0)
+	type vertex struct {
+		x []float64
+		v float64
+	}
+	evals := 0
+	eval := func(x []float64) vertex {
+		s.clamp(x)
+		evals++
+		return vertex{x, f(x)}
+	}
+	simplex := []vertex{eval(slices.Clone(x0))}
+	for i := range n {
+		x := slices.Clone(x0)
+		// Step inward from a bound rather than being clamped onto it.
+		if x[i]+step > s.hi[i] {
+			x[i] -= step
+		} else {
+			x[i] += step
+		}
+		simplex = append(simplex, eval(x))
+	}
+	point := func(c []float64, t float64, w []float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = c[i] + t*(w[i]-c[i])
+		}
+		return out
+	}
+	for evals < maxEvals {
+		slices.SortStableFunc(simplex, func(a, b vertex) int {
+			switch {
+			case a.v < b.v:
+				return -1
+			case a.v > b.v:
+				return 1
+			}
+			return 0
+		})
+		best, worst := simplex[0], simplex[n]
+		if worst.v-best.v <= tol*(math.Abs(best.v)+tol) {
+			break
+		}
+		centroid := make([]float64, n)
+		for _, v := range simplex[:n] {
+			for i := range centroid {
+				centroid[i] += v.x[i] / float64(n)
+			}
+		}
+		refl := eval(point(centroid, -1, worst.x))
+		switch {
+		case refl.v < best.v:
+			exp := eval(point(centroid, -2, worst.x))
+			if exp.v < refl.v {
+				simplex[n] = exp
+			} else {
+				simplex[n] = refl
+			}
+		case refl.v < simplex[n-1].v:
+			simplex[n] = refl
+		default:
+			var con vertex
+			if refl.v < worst.v {
+				con = eval(point(centroid, -0.5, worst.x))
+			} else {
+				con = eval(point(centroid, 0.5, worst.x))
+			}
+			if con.v < min(refl.v, worst.v) {
+				simplex[n] = con
+				continue
+			}
+			// Shrink toward the best vertex.
+			for j := 1; j <= n; j++ {
+				simplex[j] = eval(point(best.x, 0.5, simplex[j].x))
+			}
+		}
+	}
+	best := simplex[0]
+	for _, v := range simplex[1:] {
+		if v.v < best.v {
+			best = v
+		}
+	}
+	return best.x, best.v
+}
+
+// coordinateSearch moves one parameter at a time by ±step, keeping what
+// lowers f, and halves the step when no move helps, down to minStep. It
+// finds the large single-parameter moves (a front end ten times costlier
+// than the base's) that a simplex started at the base reaches slowly.
+func coordinateSearch(f func([]float64) float64, x []float64, fx float64, step, minStep float64, s *space, maxEvals int) ([]float64, float64) {
+	x = slices.Clone(x)
+	evals := 0
+	for step >= minStep && evals < maxEvals {
+		improved := false
+		for i := range x {
+			for _, dir := range []float64{1, -1} {
+				y := slices.Clone(x)
+				y[i] += dir * step
+				s.clamp(y)
+				if y[i] == x[i] {
+					continue
+				}
+				evals++
+				if fy := f(y); fy < fx {
+					x, fx, improved = y, fy, true
+					break
+				}
+			}
+		}
+		if !improved {
+			step /= 2
+		}
+	}
+	return x, fx
+}

@@ -1,0 +1,183 @@
+package calibrate
+
+import (
+	"time"
+
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/sim/engine"
+)
+
+// maxVirtual bounds one row's replay on the virtual clock: a configuration
+// so slow that the row has not drained by then is a poor fit, not a figure,
+// and the optimiser must not spend minutes finding that out.
+const maxVirtual = 2 * time.Hour
+
+// simulated is what replaying a row on a configuration gave.
+type simulated struct {
+	figures
+	cacheHit *float64
+	// done is the share of the row's requests that finished within
+	// maxVirtual; below one, the figures describe part of the row.
+	done float64
+}
+
+// simulate replays rw on cfg on the engine's virtual clock: the row's own
+// requests, with their measured prompt and output lengths, sent as its load
+// pattern sent them (a closed loop of its concurrency, or the measured
+// schedule for rate and trace rows, under its max_concurrency), and
+// summarises the result with the same code and semantics the run's
+// summaries used, so that measured and simulated figures mean the same.
+func simulate(cfg engine.Config, rw *row, semantics string) simulated {
+	recs, done := replay(cfg, rw)
+	s := summarise(recs, rw, semantics)
+	out := simulated{done: done}
+	if s.Metrics.TTFT.Count > 0 && s.Metrics.TTFT.P50 > 0 {
+		out.ttftP50 = ptr(s.Metrics.TTFT.P50)
+	}
+	if s.Metrics.TPOT.Count > 0 && s.Metrics.TPOT.P50 > 0 {
+		out.tpotP50 = ptr(s.Metrics.TPOT.P50)
+	}
+	if s.Throughput.OutputTokensPerS > 0 {
+		out.outputTPS = ptr(s.Throughput.OutputTokensPerS)
+	}
+	if s.Cache.PromptTokens > 0 {
+		out.cacheHit = ptr(s.Cache.HitRatio)
+	}
+	return out
+}
+
+// summarise is the row summary of replayed records, by the run's
+// semantics: records never sent or not finished are left out, as a
+// measured row leaves out what did not end.
+func summarise(recs []*metrics.Record, rw *row, semantics string) metrics.RowSummary {
+	agg := metrics.NewAggregator(metrics.Options{Semantics: semantics, API: rw.api,
+		OpenLoop: rw.plan.Load.Mode != schema.ModeConcurrency, RequestedRate: rw.plan.Load.Rate})
+	for _, rec := range recs {
+		if rec != nil && rec.EndNS > 0 {
+			agg.Add(rec)
+		}
+	}
+	return agg.Summary(rw.plan.ID, rw.plan.Base, metrics.RowComplete)
+}
+
+// replay runs rw's requests on cfg and returns their records (nil for a
+// request never sent) and the share of them that finished.
+func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
+	c, err := engine.New(cfg)
+	if err != nil {
+		return nil, 0
+	}
+	reqs := rw.requests
+	recs := make([]*metrics.Record, len(reqs))
+	finished := 0
+	nextID := 0
+	// Prompt ids: a row-wide shared prefix for each request's shared
+	// tokens, then ids no other request uses, so the prefix cache hits
+	// what the workload shares and nothing else.
+	nextToken := 1 << 20
+	prompt := func(q request) []int {
+		ids := make([]int, q.prompt)
+		for i := range ids {
+			if i < q.shared {
+				ids[i] = i + 1
+			} else {
+				ids[i] = nextToken
+				nextToken++
+			}
+		}
+		return ids
+	}
+	inflight, planned := 0, len(reqs)
+	maxLen := c.Config().MaxModelLen
+	var queue []int // rate rows over max_concurrency wait here
+	var send func(i int, scheduled time.Duration)
+	var done func()
+	send = func(i int, scheduled time.Duration) {
+		q := reqs[i]
+		q.output = min(q.output, maxLen-1)
+		q.prompt = max(min(q.prompt, maxLen-q.output), 1)
+		q.shared = min(q.shared, q.prompt)
+		start := c.Now()
+		rec := &metrics.Record{
+			Seq: int64(i), Warmup: q.warmup, Stream: rw.plan.Streaming,
+			ScheduledNS: int64(scheduled), StartNS: int64(start),
+			InputTokens:  metrics.Tokens{Requested: q.prompt, Server: ptrInt(q.prompt), Client: q.prompt},
+			OutputTokens: metrics.Tokens{Requested: q.output, Server: ptrInt(q.output), Client: q.output},
+			SharedTokens: q.shared,
+		}
+		if start > scheduled {
+			rec.QueueNS = int64(start - scheduled)
+		}
+		recs[i] = rec
+		inflight++
+		if rw.plan.Streaming {
+			rec.Events = make([]int64, 0, q.output)
+		}
+		r := &engine.Request{Prompt: prompt(q), Output: q.output}
+		r.Deliver = func(k int, at time.Duration) {
+			rel := int64(at - start)
+			if k == 0 {
+				rec.FirstTokenNS, rec.FirstChoiceNS = rel, rel
+			}
+			if rw.plan.Streaming {
+				rec.Events = append(rec.Events, rel)
+			}
+			if k == q.output-1 {
+				rec.LastTokenNS, rec.LastChoiceNS, rec.EndNS, rec.UsageNS = rel, rel, rel, rel
+				cached := r.Info().CachedTokens
+				rec.CachedTokens = &cached
+				rec.Status = 200
+				finished++
+				inflight--
+				done()
+			}
+		}
+		c.Submit(r)
+	}
+	mode := rw.plan.Load.Mode
+	switch mode {
+	case schema.ModeConcurrency:
+		done = func() {
+			if nextID < len(reqs) {
+				nextID++
+				send(nextID-1, c.Now())
+			}
+		}
+		for range min(max(rw.plan.Load.Concurrency, 1), len(reqs)) {
+			nextID++
+			send(nextID-1, 0)
+		}
+	default:
+		limit := rw.plan.Load.MaxConcurrency
+		done = func() {
+			if len(queue) > 0 {
+				i := queue[0]
+				queue = queue[1:]
+				send(i, time.Duration(reqs[i].scheduled))
+			}
+		}
+		first := reqs[0].scheduled
+		for i, q := range reqs {
+			at := time.Duration(q.scheduled - first)
+			if at > maxVirtual {
+				planned = i
+				break
+			}
+			c.RunUntil(at)
+			if limit > 0 && inflight >= limit {
+				queue = append(queue, i)
+				continue
+			}
+			send(i, at)
+		}
+	}
+	for finished < planned {
+		if !c.Step() || c.Now() > maxVirtual {
+			break
+		}
+	}
+	return recs, float64(finished) / float64(max(planned, 1))
+}
+
+func ptrInt(v int) *int { return &v }
