@@ -82,7 +82,39 @@ func SimTarget(s schema.SimSettings) string {
 		extra = append(extra, fmt.Sprintf("%d fault rules", len(s.Faults)))
 	}
 	extra = append(extra, fmt.Sprintf("max_model_len %d", s.MaxModelLen))
-	return fmt.Sprintf("built-in simulator, preset %s (%s; see docs/simulator.md)", s.Preset, strings.Join(extra, ", "))
+	out := fmt.Sprintf("built-in simulator, preset %s (%s; see docs/simulator.md)", s.Preset, strings.Join(extra, ", "))
+	if c := s.Calibration; c != nil {
+		out += "; " + CalibrationText(c)
+	}
+	return out
+}
+
+// CalibrationText says how far a calibrated preset's simulation is from
+// the run it was fitted to, on the rows the fit held out (the honest
+// figure: the fit never saw them), or on the fitted rows when none was
+// held out. A reader of simulated figures needs it beside them: it is how
+// much those figures can be trusted to stand for the measured server.
+func CalibrationText(c *schema.Calibration) string {
+	e, on := c.Error.HeldOut, "held-out rows"
+	if len(c.HeldOutRows) == 0 {
+		e, on = c.Error.Fitted, "the fitted rows (none held out)"
+	}
+	pct := func(v *float64) string {
+		if v == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf("±%.1f%%", *v)
+	}
+	date := c.Date
+	if len(date) >= 10 {
+		date = date[:10]
+	}
+	what := "preset file " + c.File
+	if c.File == "" {
+		what = "a preset file"
+	}
+	return fmt.Sprintf("%s calibrated against %s (experiment %s) on %s: TTFT p50 %s, TPOT p50 %s, output tok/s %s on %s (docs/calibrate.md)",
+		what, c.Source, c.Experiment, date, pct(e.TTFTP50), pct(e.TPOTP50), pct(e.OutputTPS), on)
 }
 
 // discoveredModels lists the models the server's /models answered with,

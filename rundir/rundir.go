@@ -90,6 +90,9 @@ type Manifest struct {
 	Rows      []schema.PlannedRow `json:"rows"`
 	// Baseline is the run this one's rules were judged against, if any.
 	Baseline *BaselineInfo `json:"baseline,omitempty"`
+	// Virtual says the run ran on the built-in server's virtual clock
+	// (run --virtual): its times are simulated, not measured on a socket.
+	Virtual bool `json:"virtual,omitempty"`
 	// Variants are the server variants the rows ran under, in run order
 	// (server.variants); none for a run without them.
 	Variants []*VariantInfo `json:"variants,omitempty"`
@@ -155,6 +158,10 @@ type Simulated struct {
 	GPU         string `json:"gpu,omitempty"`
 	Replicas    int    `json:"replicas,omitempty"`
 	MaxModelLen int    `json:"max_model_len,omitempty"`
+	// Calibration is the calibration block of the preset file the run
+	// used (server.sim.preset_file), without its per-row table: where the
+	// preset came from and its error on held-out rows.
+	Calibration *schema.Calibration `json:"calibration,omitempty"`
 }
 
 // Model is one entry of GET /models.
