@@ -8,8 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-
-	"github.com/infermatrix/infermatrix/tokenizer"
 )
 
 // endpoint tells the two generation endpoints apart where their protocol
@@ -41,6 +39,9 @@ type completionRequest struct {
 	// length unless it ignores EOS, and never before min_tokens.
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens int  `json:"min_tokens"`
+	// The chat template's switches, and a completion's
+	// add_special_tokens (chattemplate.go).
+	templateFields
 
 	// Parameters the simulator cannot honour: its text is random words,
 	// drawn without a distribution to report. A request that sets one is
@@ -146,10 +147,10 @@ func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request, ep endpoin
 		if req.Messages == nil {
 			return parsedRequest{}, invalidBody("[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]")
 		}
-		ids = s.encodeMessages(req.Messages)
+		ids = s.chatIDs(req.Messages, req.chatOptions())
 	case completionEndpoint:
 		var err error
-		if ids, err = encodePrompt(s.tok, req.Prompt); err != nil {
+		if ids, err = s.encodePrompt(req.Prompt, req.completionSpecialTokens()); err != nil {
 			return parsedRequest{}, invalidBody("prompt: %v", err)
 		}
 	}
@@ -254,14 +255,23 @@ func naturalLength(cfgSeed int64, reqSeed *int64, counter uint64, mean int) int 
 // array of strings, or token ids (an array of ints, or an array of such
 // arrays). An array is served as one prompt whose parts are encoded
 // separately and concatenated, since the simulator returns a single choice.
-func encodePrompt(tok tokenizer.Tokenizer, raw json.RawMessage) ([]int, error) {
+// With specialTokens (vLLM's add_special_tokens, true by default for a
+// completion) each text part gets the model's BOS, as vLLM's tokenizer adds
+// it to every prompt of a batch; token ids are taken as they are, as vLLM
+// takes them.
+func (s *Server) encodePrompt(raw json.RawMessage, specialTokens bool) ([]int, error) {
+	tok := s.tok
+	var bos []int
+	if specialTokens {
+		bos = s.bos()
+	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, errors.New("field required")
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return tok.Encode(s), nil
+	var str string
+	if err := json.Unmarshal(raw, &str); err == nil {
+		return append(bos, tok.Encode(str)...), nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -279,6 +289,7 @@ func encodePrompt(tok tokenizer.Tokenizer, raw json.RawMessage) ([]int, error) {
 		)
 		switch {
 		case json.Unmarshal(item, &text) == nil:
+			ids = append(ids, bos...)
 			ids = append(ids, tok.Encode(text)...)
 		case json.Unmarshal(item, &id) == nil:
 			ids = append(ids, id)

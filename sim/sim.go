@@ -12,14 +12,17 @@
 //
 // # Token accounting
 //
-// The server counts prompt tokens with the same tokenizer package the load
-// generator uses, so that usage.prompt_tokens agrees with what the client
-// meant to send. For chat, prompt_tokens is the sum over messages of the
-// token count of each message's text; no chat template is applied, because a
-// template's overhead depends on the model and would make the server and the
-// client disagree for no benefit to a benchmark. For completions it is the
-// token count of the prompt (the sum over the parts when the prompt is an
-// array of strings, or the number of ids when it is an array of token ids).
+// The server counts prompt tokens as vLLM serving the model would, with the
+// tokenizer the load generator uses for the text. A chat prompt is rendered
+// with the served model's chat template (Config.ChatTemplate,
+// chattemplate.go: Llama 3.1 Instruct's or Qwen3's) and its template
+// tokens count, in usage, in the context limit and in the prefill; without
+// a template (the infermatrix-sim model of the fixed and tiny-fast presets)
+// prompt_tokens is the sum of the messages' text counts. A completion's is
+// the token count of the prompt (the sum over the parts when the prompt is
+// an array of strings, or the number of ids when it is an array of token
+// ids), with Llama's BOS before each text part. Config.ChatTemplateTokens
+// tells a client what the template adds.
 //
 // By default every request generates exactly its max_tokens tokens and
 // finishes with finish_reason "length", so that a benchmark gets the lengths
@@ -173,6 +176,14 @@ type Config struct {
 	// tokenizer.New("builtin"); New resolves it, because loading can fail
 	// and WithDefaults cannot.
 	Tokenizer tokenizer.Tokenizer
+	// ChatTemplate is the chat template a chat prompt is rendered with
+	// before it is counted, as vLLM renders the served model's
+	// (chattemplate.go): "llama-3.1" (Llama 3.1 Instruct), "qwen3", or
+	// "none" for the messages' text alone. Default: the family the
+	// served Model's id names ("meta-llama/Llama-3.1-8B-Instruct",
+	// "Qwen/Qwen3-0.6B"), else "none", as for infermatrix-sim. It also
+	// decides a completion prompt's BOS (Llama's).
+	ChatTemplate string
 
 	// Protocol behaviour.
 
@@ -227,6 +238,9 @@ func (c Config) WithDefaults() Config {
 			}
 		}
 	}
+	if c.ChatTemplate == "" {
+		c.ChatTemplate = chatTemplateFor(c.Model)
+	}
 	if c.TTFT == 0 {
 		c.TTFT = defaultTTFT
 	}
@@ -266,6 +280,9 @@ func (c Config) validate() error {
 	}
 	if c.DefaultMaxTokens < 0 {
 		errs = append(errs, fmt.Errorf("default max tokens %d: must not be negative", c.DefaultMaxTokens))
+	}
+	if err := checkChatTemplate(c.ChatTemplate); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := parsePersonality(c.Personality); err != nil {
 		errs = append(errs, err)

@@ -2,8 +2,10 @@ package sim
 
 // vLLM's /tokenize and /detokenize, which clients use to count a prompt's
 // tokens the way the server will, or to build prompts of an exact length.
-// Both count as generation does (request.go), so that /tokenize's count is
-// the prompt_tokens a generation request with the same prompt reports.
+// Both count as generation does (request.go, chattemplate.go), so that
+// /tokenize's count is the prompt_tokens a generation request with the same
+// prompt reports: messages through the chat template, a prompt with the
+// model's BOS unless add_special_tokens is false.
 
 import (
 	"bytes"
@@ -16,6 +18,7 @@ type tokenizeRequest struct {
 	Prompt          json.RawMessage `json:"prompt"`
 	Messages        []chatMessage   `json:"messages"`
 	ReturnTokenStrs bool            `json:"return_token_strs"`
+	templateFields
 }
 
 // tokenizeResponse is vLLM's TokenizeResponse, in its field order;
@@ -63,10 +66,10 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	var ids []int
 	switch {
 	case req.Messages != nil:
-		ids = s.encodeMessages(req.Messages)
+		ids = s.chatIDs(req.Messages, req.chatOptions())
 	default:
 		var err error
-		if ids, err = encodePrompt(s.tok, req.Prompt); err != nil {
+		if ids, err = s.encodePrompt(req.Prompt, req.completionSpecialTokens()); err != nil {
 			s.writeError(w, invalidBody("prompt: %v", err))
 			return
 		}
@@ -78,7 +81,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	if req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(ids))
 		for i, id := range ids {
-			resp.TokenStrs[i] = s.tok.Decode([]int{id})
+			resp.TokenStrs[i] = s.decode([]int{id})
 		}
 	}
 	s.writeBody(w, resp)
@@ -102,7 +105,7 @@ func (s *Server) serveDetokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeBody(w, struct {
 		Prompt string `json:"prompt"`
-	}{s.tok.Decode(req.Tokens)})
+	}{s.decode(req.Tokens)})
 }
 
 // writeBody writes v as a 200 JSON body.
@@ -113,16 +116,4 @@ func (s *Server) writeBody(w http.ResponseWriter, v any) {
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
-}
-
-// encodeMessages returns the token ids of a chat request's messages, as
-// generation counts them: each message's text, no template.
-func (s *Server) encodeMessages(msgs []chatMessage) []int {
-	var ids []int
-	for _, m := range msgs {
-		for _, p := range m.Content.parts {
-			ids = append(ids, s.tok.Encode(p)...)
-		}
-	}
-	return ids
 }
