@@ -43,10 +43,13 @@ type Record struct {
 	// Trial is the trial of a repeated row the request belongs to, from 1
 	// (rows/<id>/trial-<k>/requests.jsonl); 0 for a row without repeat.
 	// Seq and the times count within the trial.
-	Trial  int    `json:"trial,omitempty"`
-	Warmup bool   `json:"warmup,omitempty"`
-	URL    string `json:"url"`
-	Stream bool   `json:"stream"`
+	Trial  int  `json:"trial,omitempty"`
+	Warmup bool `json:"warmup,omitempty"`
+	// Virtual says the request ran on the built-in server's virtual clock
+	// (run --virtual): its times were simulated, not read off a socket.
+	Virtual bool   `json:"virtual,omitempty"`
+	URL     string `json:"url"`
+	Stream  bool   `json:"stream"`
 	// Step is the step of a ramped row (ramp) the request was sent in,
 	// from 1; 0 for warmup and for a row without ramp (metrics/ramp.go).
 	Step int `json:"step,omitempty"`

@@ -21,9 +21,12 @@ const (
 
 // Summary is the whole run's summary.json.
 type Summary struct {
-	Format      string    `json:"format"`
-	Experiment  string    `json:"experiment"`
-	Interrupted bool      `json:"interrupted,omitempty"`
+	Format      string `json:"format"`
+	Experiment  string `json:"experiment"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	// Virtual says every figure is from the built-in server's virtual
+	// clock (run --virtual), not from a socket and the wall clock.
+	Virtual     bool      `json:"virtual,omitempty"`
 	Percentiles []float64 `json:"percentiles"`
 	SLO         SLO       `json:"slo"`
 	// Semantics names whose metric definitions every row's summary

@@ -217,7 +217,24 @@ type Client struct {
 	// Budget bounds the responses of all requests in flight; nil bounds
 	// each by maxResponseBody alone.
 	Budget *Budget
+	// Clock, when set, stamps every time the client records instead of
+	// the wall clock: a run on the built-in server's virtual clock (run
+	// --virtual) replays each response through this same code, and its
+	// transport moves the clock to when each byte was sent.
+	Clock func() time.Time
 }
+
+// now is the client's clock.
+func (c *Client) now() time.Time {
+	if c.Clock != nil {
+		return c.Clock()
+	}
+	return time.Now()
+}
+
+// Endpoint returns the path the API's requests go to, appended to a base
+// URL.
+func Endpoint(api string) string { return endpoint(api) }
 
 // Call is one request to make.
 type Call struct {
@@ -283,8 +300,8 @@ func (c *Client) Do(ctx context.Context, cl *Call) {
 	req = req.WithContext(httptrace.WithClientTrace(context.WithValue(ctx, traceKey{}, tr), tr.hooks()))
 	defer tr.copyTo(rec)
 
-	start := time.Now()
-	tr.start = start
+	start := c.now()
+	tr.start, tr.now = start, c.now
 	rec.StartNS = start.Sub(c.RowStart).Nanoseconds()
 	rec.StartUnixNS = start.UnixNano()
 	if cl.Cancel != nil {
@@ -293,7 +310,7 @@ func (c *Client) Do(ctx context.Context, cl *Call) {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		rec.EndNS = time.Since(start).Nanoseconds()
+		rec.EndNS = c.now().Sub(start).Nanoseconds()
 		rec.Error = classify(ctx, err, false)
 		return
 	}
@@ -301,7 +318,7 @@ func (c *Client) Do(ctx context.Context, cl *Call) {
 	rec.Status = resp.StatusCode
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		rec.EndNS = time.Since(start).Nanoseconds()
+		rec.EndNS = c.now().Sub(start).Nanoseconds()
 		rec.Error = &metrics.Error{Class: metrics.ErrHTTP, Message: httpErrorMessage(resp, body)}
 		return
 	}
@@ -319,6 +336,7 @@ func (c *Client) Do(ctx context.Context, cl *Call) {
 // the record holds.
 type connTrace struct {
 	start     time.Time // set before Do; read only by callbacks Do triggers
+	now       func() time.Time
 	conns     atomic.Int32
 	connNS    atomic.Int64
 	firstByte atomic.Int64
@@ -334,13 +352,13 @@ func (t *connTrace) hooks() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			t.conns.Add(1)
-			t.connNS.Store(time.Since(t.start).Nanoseconds())
+			t.connNS.Store(t.now().Sub(t.start).Nanoseconds())
 			t.reused.Store(info.Reused)
 			if t.onConn != nil {
 				t.onConn()
 			}
 		},
-		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, time.Since(t.start).Nanoseconds()) },
+		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, t.now().Sub(t.start).Nanoseconds()) },
 	}
 }
 
@@ -358,7 +376,7 @@ var doneMarker = []byte("[DONE]")
 func (c *Client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		rec.EndNS = time.Since(start).Nanoseconds()
+		rec.EndNS = c.now().Sub(start).Nanoseconds()
 		rec.Error = &metrics.Error{Class: metrics.ErrProtocol,
 			Message: fmt.Sprintf("asked for a stream, got Content-Type %q: %s", resp.Header.Get("Content-Type"), snippet(body))}
 		return
@@ -392,7 +410,7 @@ func drain(body io.ReadCloser) {
 func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Record, start time.Time) (done bool) {
 	h := &respHold{budget: c.Budget}
 	defer h.release()
-	sr := newSSEReader(body, time.Now)
+	sr := newSSEReader(body, c.now)
 	sr.hold = h
 	var text []byte
 	var held int       // the capacity of text, Events and bounds, as accounted in h
@@ -406,7 +424,7 @@ func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	for !done {
 		ev, err := sr.next()
 		if err != nil {
-			rec.EndNS = time.Since(start).Nanoseconds()
+			rec.EndNS = c.now().Sub(start).Nanoseconds()
 			if errors.Is(err, io.EOF) {
 				rec.Error = &metrics.Error{Class: metrics.ErrTruncated, Message: "the stream ended without data: [DONE]", Detail: metrics.DetailCleanEOF}
 			} else {
@@ -533,9 +551,9 @@ func (c *Client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
 func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
 	h := &respHold{budget: c.Budget}
 	defer h.release()
-	body, last, err := readAllTimed(resp.Body, h)
+	body, last, err := readAllTimed(resp.Body, h, c.now)
 	if err != nil {
-		rec.EndNS = time.Since(start).Nanoseconds()
+		rec.EndNS = c.now().Sub(start).Nanoseconds()
 		rec.Error = classify(ctx, err, true)
 		return
 	}
@@ -545,7 +563,7 @@ func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 	// answer.
 	rec.EndNS = last.Sub(start).Nanoseconds()
 	if last.IsZero() {
-		rec.EndNS = time.Since(start).Nanoseconds()
+		rec.EndNS = c.now().Sub(start).Nanoseconds()
 	}
 	if metrics.IsPooling(c.API) {
 		c.readPooled(body, rec) // embeddings.go
@@ -611,7 +629,7 @@ func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 // last byte arrived: the return of the last read that gave data, zero if
 // none did. It is io.ReadAll with a clock, and with h accounting for its
 // buffer as it grows.
-func readAllTimed(r io.Reader, h *respHold) ([]byte, time.Time, error) {
+func readAllTimed(r io.Reader, h *respHold, now func() time.Time) ([]byte, time.Time, error) {
 	b := make([]byte, 0, 4096)
 	var last time.Time
 	for {
@@ -624,7 +642,7 @@ func readAllTimed(r io.Reader, h *respHold) ([]byte, time.Time, error) {
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		if n > 0 {
-			last = time.Now()
+			last = now()
 			b = b[:len(b)+n]
 		}
 		if err == io.EOF {

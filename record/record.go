@@ -285,9 +285,23 @@ func Simulated(man *rundir.Manifest) bool {
 	return man != nil && (man.Server.Declared.Builtin || man.Server.Discovered.Engine == SimEngine)
 }
 
+// SimulatedTag is what a simulated run's title says it is: SIMULATED, and
+// for a run on the built-in server's virtual clock, VIRTUAL TIME as well.
+func SimulatedTag(man *rundir.Manifest) string {
+	if man != nil && man.Virtual {
+		return "SIMULATED, VIRTUAL TIME"
+	}
+	return "SIMULATED"
+}
+
 // simulatedBanner is the sentence every record of a simulated run opens
 // with.
 func SimulatedBanner(man *rundir.Manifest) string {
+	if man.Virtual {
+		return "SIMULATED, VIRTUAL TIME: every figure here comes from infermatrix's " + SimTarget(man.Server.Declared.Sim) +
+			", run on its virtual clock (run --virtual): no GPU, no socket, and no client measured a byte on the wall clock. " +
+			"The engine and hardware the experiment declares describe what the simulation stands in for (docs/simulator.md)."
+	}
 	what := "infermatrix's " + SimTarget(man.Server.Declared.Sim)
 	if !man.Server.Declared.Builtin {
 		what = "infermatrix's simulated server at " + man.Server.Discovered.URL + " (infermatrix sim)"

@@ -21,7 +21,7 @@ func WriteGitHub(w io.Writer, in *Input) error {
 	p, man, sum, d := in.Plan, in.Manifest, in.Summary, in.Decision
 	title := "infermatrix: " + p.Experiment.Name
 	if record.Simulated(man) {
-		title += " (SIMULATED)"
+		title += " (" + record.SimulatedTag(man) + ")"
 	}
 	m.printf("### %s\n\n", cell(title))
 	m.verdict(d, sum)

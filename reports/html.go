@@ -265,7 +265,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		v.Metadata = record.FormatMap(exp.Metadata)
 	}
 	if record.Simulated(man) {
-		v.Title += " (SIMULATED)"
+		v.Title += " (" + record.SimulatedTag(man) + ")"
 		v.Simulated = record.SimulatedBanner(man)
 	}
 	for _, rv := range d.Rows {

@@ -57,7 +57,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 
 	title := "Decision record: " + exp.Name
 	if record.Simulated(man) {
-		title += " (SIMULATED)"
+		title += " (" + record.SimulatedTag(man) + ")"
 	}
 	m.printf("# %s\n\n", cell(title))
 	if record.Simulated(man) {

@@ -45,6 +45,9 @@ type progress struct {
 	done   int
 	errs   int
 	recent []float64 // TTFTs of the last requests, for live percentiles
+	// simulated, when set, is the row's time on the virtual clock so
+	// far: the end line gives it beside the time it took to simulate.
+	simulated func() time.Duration
 }
 
 const recentWindow = 512
@@ -202,6 +205,10 @@ func (p *progress) stop() {
 func (p *progress) end(s *metrics.RowSummary, v validity.Verdict) {
 	p.stop()
 	line := fmt.Sprintf("  %s: %d ok, %d failed in %.1f s", p.name, s.Requests.Completed, s.Requests.Failed, time.Since(p.start).Seconds())
+	if p.simulated != nil {
+		line = fmt.Sprintf("  %s: %d ok, %d failed in %.1f s of virtual time (%.1f s to simulate)", p.name, s.Requests.Completed, s.Requests.Failed,
+			p.simulated().Seconds(), time.Since(p.start).Seconds())
+	}
 	if m := s.Metrics; m.TTFT.Count > 0 {
 		line += fmt.Sprintf("; TTFT p95 %.1f ms", m.TTFT.P95)
 	}

@@ -63,17 +63,26 @@ type rowRun struct {
 	// scrapeNow, when set, takes a telemetry round at once: after the
 	// warm prefixes, so the window's counters do not count them.
 	scrapeNow func()
+	// scrapeEvery is the telemetry interval, for the rounds a row on
+	// virtual time takes itself.
+	scrapeEvery time.Duration
 
 	// ramp is a ramped row's step clock, prefill its prefill-concurrency
 	// gate; each nil when the row has none (ramp.go, prefill_gate.go).
 	ramp    *rampClock
 	prefill *prefillGate
 
-	mu           sync.Mutex
-	seq          int64
-	convs        int64 // conversations started, for conversation rows
-	measured     int
-	durTimer     *time.Timer
+	mu       sync.Mutex
+	seq      int64
+	convs    int64 // conversations started, for conversation rows
+	measured int
+	durTimer stopper
+	// vclock, when set, is the row's clock on virtual time (virtual.go):
+	// the duration timer runs on it instead of the wall clock.
+	vclock *vexec
+	// stopHook, when set, learns why dispatching stopped, under mu: on
+	// virtual time a duration stop starts the grace period.
+	stopHook     func(reason string)
 	stopped      chan struct{} // closed when dispatching stops
 	stopReason   string
 	prepareError error
@@ -114,7 +123,7 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 			// The measured window opens with the first measured request;
 			// a timer closes it, so a row stops on time even while every
 			// user is waiting on a slow response.
-			rr.durTimer = time.AfterFunc(r.Duration.D()-time.Since(now), func() {
+			rr.durTimer = rr.afterFunc(r.Duration.D()-rr.clockNow().Sub(now), func() {
 				rr.mu.Lock()
 				rr.stop(stopDuration)
 				rr.mu.Unlock()
@@ -151,6 +160,9 @@ func (rr *rowRun) stop(reason string) {
 	if rr.stopReason == "" {
 		rr.stopReason = reason
 		close(rr.stopped)
+		if rr.stopHook != nil {
+			rr.stopHook(reason)
+		}
 	}
 }
 

@@ -60,6 +60,9 @@ type Options struct {
 	// BaselineRun is that run as rules read it: a search row's probes
 	// are judged against it as the record will judge them.
 	BaselineRun *verdict.Baseline
+	// Virtual runs the experiment on the built-in server's virtual clock
+	// (runner/virtual.go): no socket, no waiting, the same records.
+	Virtual bool
 }
 
 // Result is a finished (or interrupted) run.
@@ -118,6 +121,11 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			fmt.Fprintln(opts.Log, textsafe.Terminal(fmt.Sprintf(format, args...)))
 		}
 	}
+	if opts.Virtual {
+		if p := VirtualProblems(plan); len(p) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrNotVirtual, strings.Join(p, "; "))
+		}
+	}
 	notes, err := workload.CheckSources(plan)
 	if err != nil {
 		return nil, err
@@ -173,7 +181,8 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	// connect errors. Each variant's server opens when its rows come
 	// (runner/variants.go).
 	su := &serverSetup{plan: plan, toks: toks, truth: truth, http: httpClient, apiKey: apiKey,
-		headers: mergeHeaders(plan.Server.Headers, creds.headers), logf: logf}
+		headers: mergeHeaders(plan.Server.Headers, creds.headers), logf: logf,
+		virtual: opts.Virtual, epoch: VirtualEpoch}
 	srv := &serverSession{}
 	if len(plan.Server.Variants) == 0 {
 		srv, err = su.open(ctx, targetOf(plan, nil))
@@ -182,7 +191,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		}
 		defer srv.close()
 	}
-	urls, bi, scrape, found, model := srv.urls, srv.builtin, srv.scrape, srv.found, srv.model
+	urls, bi, scrape, found, model, vs := srv.urls, srv.builtin, srv.scrape, srv.found, srv.model, srv.virtual
 
 	started := time.Now()
 	dir, err := rundir.Create(opts.Base, plan.Experiment.Name, opts.Out, started)
@@ -212,6 +221,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Semantics: plan.Semantics,
 		Rows:      plan.Rows,
 		Baseline:  opts.Baseline,
+		Virtual:   opts.Virtual,
 	}
 	if err := writeStart(dir, plan, man); err != nil {
 		return nil, err
@@ -224,6 +234,13 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	}
 
 	nonce := randomNonce()
+	if opts.Virtual {
+		// Prompts are drawn afresh on every run so that no server's
+		// cache holds them from an earlier one. The virtual server starts
+		// empty every time, and a run on virtual time must be the same
+		// for the same experiment: its nonce is the experiment's hash.
+		nonce = virtualNonce(plan)
+	}
 	gt := newGate(plan.Server.UnreachableAfter.D(), nonce)
 	if gt.giveUp <= 0 {
 		gt.giveUp = schema.DefaultUnreachableAfter
@@ -232,8 +249,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Format: metrics.SummaryFormat, Experiment: plan.Experiment.Name,
 		Percentiles: plan.Percentiles, SLO: plan.SLO,
 		Semantics: plan.Semantics, SemanticsNotes: metrics.SemanticsNotes(plan.Semantics, plan.SLO),
+		Virtual: opts.Virtual,
 	}}
-	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, logf: logf, secrets: creds.secrets, scrape: scrape,
+	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, virtual: vs, logf: logf, secrets: creds.secrets, scrape: scrape,
 		searches: newSearchRuns(opts.BaselineRun, man)}
 	if opts.Terminal {
 		rs.bar = opts.Log
@@ -275,6 +293,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 				}
 				cl := &protocol.Client{HTTP: httpClient, API: plan.RowAPI(row), APIKey: apiKey,
 					Headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), Tok: toks[row.Tokenizer], Budget: budget}
+				if rs.virtual != nil {
+					cl.HTTP, cl.Clock = rs.virtual.http, rs.virtual.v.ClientClock
+				}
 				runRow := rs.runRow
 				if row.Search != nil {
 					runRow = rs.runSearch // runner/search.go
@@ -365,6 +386,8 @@ type runState struct {
 	gate  *gate
 	// builtin is the built-in server, nil against a real one.
 	builtin *builtinRun
+	// virtual is the built-in server on virtual time, nil in real time.
+	virtual *virtualServer
 	logf    func(string, ...any)
 	bar     io.Writer // the terminal for progress bars; nil for lines
 	// secrets are scrubbed from each record before it is kept.
@@ -421,6 +444,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	}
 	var totals recordTotals
 	record := func(rec *metrics.Record) {
+		rec.Virtual = st.virtual != nil
 		scrubRecord(st.secrets, rec)
 		totals.add(rec)
 		mu.Lock()
@@ -438,18 +462,36 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
 	rr.start = time.Now()
+	if st.virtual != nil {
+		v, from := st.virtual.v, st.virtual.v.Now()
+		rr.start = v.Time(from)
+		prog.simulated = func() time.Duration { return v.Now() - from }
+	}
 	sc, err := st.scrape.startScrape(ctx, dir, files, rr.start)
 	if err != nil {
 		_ = w.Close()
 		return fail(err)
 	}
 	rr.phase, rr.scrapeNow = sc.phase, sc.round
+	if st.virtual != nil && sc != nil {
+		rr.scrapeEvery = plan.Telemetry.Interval.D()
+	}
 	prog.begin()
 	// The client's own CPU and scheduling delay, read around the row and
 	// not inside it, for the self-check.
 	probe := startLoadProbe()
-	interrupted, runErr := rr.run(ctx)
-	load := probe.stop(bi != nil)
+	var interrupted bool
+	var runErr error
+	var load metrics.ClientLoad
+	if st.virtual != nil {
+		// Nothing waits on virtual time: the client's own load and lag
+		// have nothing to say about it.
+		interrupted, runErr = rr.runVirtual(ctx, st.virtual)
+		probe.stop(false)
+	} else {
+		interrupted, runErr = rr.run(ctx)
+		load = probe.stop(bi != nil)
+	}
 	if bi != nil {
 		// The built-in server's own lateness over the row, and the
 		// client's stamps against its ground truth.

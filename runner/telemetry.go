@@ -26,6 +26,9 @@ type scrapePlan struct {
 	// the load's connection counts stay the load's. It follows the load's
 	// redirect policy.
 	client *http.Client
+	// clock, when set, is the virtual clock the scrapes are stamped with
+	// and taken on (run --virtual): the row takes each round itself.
+	clock func() time.Time
 }
 
 // newScrapePlan returns the run's scrape plan, or nil when telemetry is
@@ -92,6 +95,7 @@ func (sp *scrapePlan) startScrape(ctx context.Context, dir *rundir.Dir, files st
 	rs := &rowScrape{w: w}
 	rs.scraper = telemetry.Start(ctx, telemetry.Options{
 		Targets: sp.targets, Interval: sp.interval, Client: sp.client, Start: start,
+		Clock: sp.clock, Manual: sp.clock != nil,
 		Sink: func(s telemetry.Sample) error {
 			rs.mu.Lock()
 			defer rs.mu.Unlock()

@@ -30,6 +30,7 @@ type serverSession struct {
 	found   rundir.Discovered
 	model   string
 	proc    *launch.Process // nil unless launched
+	virtual *virtualServer  // the built-in server on virtual time
 }
 
 // serverSetup is what opening any server needs from the run.
@@ -41,6 +42,10 @@ type serverSetup struct {
 	apiKey  string
 	headers map[string]string
 	logf    func(string, ...any)
+	// virtual opens built-in servers on virtual time, their clocks' zero
+	// at epoch.
+	virtual bool
+	epoch   time.Time
 }
 
 // serverTarget is the server a session opens: the experiment's when
@@ -64,7 +69,15 @@ func targetOf(plan *schema.Plan, v *schema.VariantPlan) serverTarget {
 // A launched process must already be ready (startLaunch).
 func (su *serverSetup) open(ctx context.Context, t serverTarget) (*serverSession, error) {
 	s := &serverSession{urls: t.urls}
-	if t.builtin {
+	hc := su.http
+	if t.builtin && su.virtual {
+		vs, err := openVirtual(t, su.plan, su, su.epoch)
+		if err != nil {
+			return nil, err
+		}
+		s.virtual, s.urls, hc = vs, []string{virtualBase}, vs.http
+		su.logf("built-in server on virtual time")
+	} else if t.builtin {
 		inst, err := startBuiltinWith(t.sim, t.model, su.plan, su.toks, su.truth)
 		if err != nil {
 			return nil, err
@@ -73,8 +86,12 @@ func (su *serverSetup) open(ctx context.Context, t serverTarget) (*serverSession
 		s.urls = []string{inst.BaseURL}
 		su.logf("built-in server listening on %s", inst.BaseURL)
 	}
-	s.scrape = newScrapePlan(su.plan.Telemetry, s.urls, su.apiKey, su.headers)
-	found, err := discover(ctx, su.http, s.urls[0], su.apiKey, su.headers)
+	if s.virtual == nil {
+		s.scrape = newScrapePlan(su.plan.Telemetry, s.urls, su.apiKey, su.headers)
+	} else {
+		s.scrape = s.virtual.scrapePlan(su.plan.Telemetry)
+	}
+	found, err := discover(ctx, hc, s.urls[0], su.apiKey, su.headers)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -84,7 +101,7 @@ func (su *serverSetup) open(ctx context.Context, t serverTarget) (*serverSession
 		s.close()
 		return nil, err
 	}
-	if s.builtin != nil {
+	if s.builtin != nil || s.virtual != nil {
 		s.found.Simulated = simulatedInfo(t.sim)
 		s.found.Engine, s.found.EngineVersion, s.found.EngineFrom = SimEngineName, buildinfo.Get().Version, "the built-in server"
 	}
@@ -228,7 +245,7 @@ func (rs *runState) enterVariant(ctx context.Context, su *serverSetup, v *schema
 		// server stands for the run's.
 		man.Server.Discovered = s.found
 	}
-	rs.urls, rs.builtin, rs.scrape, rs.model = s.urls, s.builtin, s.scrape, s.model
+	rs.urls, rs.builtin, rs.scrape, rs.model, rs.virtual = s.urls, s.builtin, s.scrape, s.model, s.virtual
 	rs.gate = newGate(rs.plan.Server.UnreachableAfter.D(), rs.nonce)
 	if rs.gate.giveUp <= 0 {
 		rs.gate.giveUp = schema.DefaultUnreachableAfter

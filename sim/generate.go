@@ -21,18 +21,38 @@ const (
 // request, decides its fault, admits it to the timing model, and writes the
 // tokens as they come due, as a stream or as one body at the end.
 func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	g := s.prepareGeneration(w, r, ep)
+	if g == nil {
+		return
+	}
+	if g.truth != nil {
+		defer s.truth.write(g)
+	}
+	if g.status == statusFault {
+		return
+	}
+	g.clock = s.timing.admit(g.admission(s))
+	s.serveAdmitted(w, r, g)
+}
+
+// prepareGeneration is what the server does when a request arrives: it
+// parses and validates it and decides its fault. It returns nil when it
+// answered an invalid request with its error, and a generation whose
+// status is statusFault when it answered it with an injected HTTP error;
+// otherwise the request is ready to admit.
+func (s *Server) prepareGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) *generation {
 	// The clock starts before parsing, as it would on a real server: the
 	// client measures time to first token from when it sent the request.
-	arrival := time.Now()
+	arrival := s.now()
 	headerFault, headerSet, ferr := parseFaultHeader(r.Header.Values(FaultHeader))
 	if ferr != nil {
 		s.writeError(w, ferr)
-		return
+		return nil
 	}
 	req, apiErr := s.parseRequest(w, r, ep)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
-		return
+		return nil
 	}
 	fault := headerFault
 	if !headerSet {
@@ -41,7 +61,7 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 	g := &generation{
 		ep:      ep,
 		req:     req,
-		id:      newResponseID(s.responseIDPrefix(ep)),
+		id:      s.responseID(s.responseIDPrefix(ep), req.counter),
 		created: arrival.Unix(),
 		arrival: arrival,
 		fault:   fault,
@@ -53,7 +73,6 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 			write: make([]int64, 0, req.maxTokens),
 			flush: make([]int64, 0, req.maxTokens),
 		}
-		defer s.truth.write(g)
 	}
 	if fault != nil && fault.Kind.status() != 0 {
 		// A rejected request never reaches the model, as a rate
@@ -61,15 +80,26 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 		s.countFault(g)
 		g.status = statusFault
 		writeFaultStatus(w, fault)
-		return
 	}
+	return g
+}
+
+// admission is what the timing model learns of g: its prompt, its length,
+// and the ids of the tokens it will generate, drawn as its text will be, so
+// that the engine caches its reply's blocks.
+func (g *generation) admission(s *Server) admission {
+	ids := newTextSource(s.pool, s.cfg.Seed, g.req.seed, g.req.counter).ids(g.req.maxTokens)
+	return admission{arrival: g.arrival, prompt: g.req.promptIDs, output: g.req.maxTokens, generated: ids}
+}
+
+// serveAdmitted writes an admitted request's answer as its clock releases
+// its tokens, and releases the clock.
+func (s *Server) serveAdmitted(w http.ResponseWriter, r *http.Request, g *generation) {
 	s.metrics.running.Add(1)
 	defer s.metrics.running.Add(-1)
-	g.clock = s.timing.admit(admission{arrival: arrival, prompt: req.promptIDs, output: req.maxTokens,
-		generated: newTextSource(s.pool, s.cfg.Seed, req.seed, req.counter).ids(req.maxTokens)})
 	defer g.clock.release()
-	g.text = newTextSource(s.pool, s.cfg.Seed, req.seed, req.counter)
-	if req.stream {
+	g.text = newTextSource(s.pool, s.cfg.Seed, g.req.seed, g.req.counter)
+	if g.req.stream {
 		s.stream(w, r, g)
 	} else {
 		s.respond(w, r, g)
@@ -101,6 +131,17 @@ type generation struct {
 	// batches (see histBatch).
 	lateness, itl histBatch
 	truth         *truth // per-token times for ground truth; nil when off
+}
+
+// responseID is the id of the request numbered counter: random, as a real
+// server's, except on virtual time, where a run must be the same every
+// time and the id is drawn from the server's seed and the counter.
+func (s *Server) responseID(prefix string, counter uint64) string {
+	if s.clock == nil {
+		return newResponseID(prefix)
+	}
+	r := rand.New(rand.NewPCG(uint64(s.cfg.Seed), counter))
+	return fmt.Sprintf("%s%016x%016x", prefix, r.Uint64(), r.Uint64())
 }
 
 // newResponseID returns an id shaped like vLLM's: a prefix and 32 hex digits.
@@ -138,11 +179,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		// The model runs meanwhile: its clock counts from arrival, so
 		// tokens due while the headers are held go out in a burst.
 		s.countFault(g)
-		if sleepCtx(ctx, time.Until(g.arrival.Add(f.For))) != nil {
+		if sleepCtx(ctx, g.arrival.Add(f.For).Sub(s.now())) != nil {
 			g.status = statusCanceled
 			return
 		}
-		g.lateFrom = time.Since(g.arrival)
+		g.lateFrom = s.now().Sub(g.arrival)
 	}
 	// Headers go out on arrival, before the first token, as a real server
 	// accepts the stream before it finishes prefill.
@@ -177,7 +218,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		}
 		buf = buf[:0]
 		if k == 0 {
-			g.firstAt = time.Now()
+			g.firstAt = s.now()
 			s.metrics.promptTokens.Add(uint64(req.promptTokens))
 			buf = append(buf, f.role...)
 		}
@@ -192,13 +233,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 			buf = append(buf, f.tokenPost...)
 		}
 		if final {
-			buf = s.appendEnd(buf, g, &f, n, time.Now())
+			buf = s.appendEnd(buf, g, &f, n, s.now())
 		}
 		// Ground truth records when the write began as well as when
 		// the flush returned: a client may read the bytes in between.
 		var wrote time.Duration
 		if g.truth != nil {
-			wrote = time.Since(g.arrival)
+			wrote = s.now().Sub(g.arrival)
 		}
 		if _, err := w.Write(buf); err != nil {
 			g.status = statusCanceled
@@ -207,7 +248,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 		flush()
 		// Offsets from arrival read only the monotonic clock, which
 		// costs half of what time.Now does on the per-event path.
-		at := time.Since(g.arrival)
+		at := s.now().Sub(g.arrival)
 		s.flushed(g, k, end, due.Sub(g.arrival), wrote, at, lastFlush)
 		lastFlush = at
 		k = end
@@ -223,13 +264,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *generation) {
 			buf = append(buf, f.tokenPre...)
 			buf = append(buf, f.lastPost...)
 		}
-		buf = s.appendEnd(buf, g, &f, n, time.Now())
+		buf = s.appendEnd(buf, g, &f, n, s.now())
 		if _, err := w.Write(buf); err != nil {
 			g.status = statusCanceled
 			return
 		}
 		flush()
-		lastFlush = time.Since(g.arrival)
+		lastFlush = s.now().Sub(g.arrival)
 	}
 	s.finished(g, lastFlush)
 }
@@ -311,7 +352,7 @@ func (s *Server) strikeStream(ctx context.Context, w http.ResponseWriter, g *gen
 			g.status = statusCanceled
 			return true
 		}
-		g.lateFrom = time.Since(g.arrival)
+		g.lateFrom = s.now().Sub(g.arrival)
 	}
 	return false
 }
@@ -355,7 +396,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 		g.status = statusCanceled
 		return
 	}
-	g.firstAt = time.Now()
+	g.firstAt = s.now()
 	s.metrics.promptTokens.Add(uint64(req.promptTokens))
 	s.metrics.ttft.observe(g.firstAt.Sub(g.arrival))
 	var dues []int64
@@ -374,7 +415,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 		g.status = statusCanceled
 		return
 	}
-	lastAt := time.Now()
+	lastAt := s.now()
 
 	var sb strings.Builder
 	sb.Grow(n * 8)
@@ -413,15 +454,15 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, g *generation) 
 				return
 			}
 		case FaultSlowHeaders:
-			if sleepCtx(ctx, time.Until(g.arrival.Add(f.For))) != nil {
+			if sleepCtx(ctx, g.arrival.Add(f.For).Sub(s.now())) != nil {
 				g.status = statusCanceled
 				return
 			}
 		}
 	}
-	wrote := time.Since(g.arrival)
+	wrote := s.now().Sub(g.arrival)
 	writeJSON(w, http.StatusOK, body)
-	done := time.Since(g.arrival)
+	done := s.now().Sub(g.arrival)
 	g.sent = n
 	s.metrics.generationTokens.Add(uint64(n))
 	if n > 1 {

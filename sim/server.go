@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
+	"github.com/infermatrix/infermatrix/sim/engine"
 	"github.com/infermatrix/infermatrix/tokenizer"
 )
 
@@ -28,12 +29,29 @@ type Server struct {
 	metrics  metrics
 	pers     personality
 	truth    *truthWriter // nil unless cfg.GroundTruth is set
+	// clock, when set, is the server's time instead of the wall clock's:
+	// the virtual clock of a run on virtual time (virtual.go).
+	clock func() time.Time
+}
+
+// now is the server's time: the wall clock, or the virtual clock.
+func (s *Server) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
 }
 
 // New returns a server for cfg, with defaults applied. It loads the builtin
 // tokenizer when cfg.Tokenizer is nil and precomputes the token pool output
 // text is drawn from, both cached across servers.
 func New(cfg Config) (*Server, error) {
+	return build(cfg, func(ec engine.Config) (timingModel, error) { return newEngineTiming(ec) })
+}
+
+// build is New with the engine's driver chosen by the caller: the real-time
+// one, or the virtual clock's (virtual.go).
+func build(cfg Config, drive func(engine.Config) (timingModel, error)) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("sim: invalid config: %w", err)
@@ -64,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 		// the one that counts, so the two must agree.
 		ec := *cfg.Engine
 		ec.MaxModelLen = cfg.MaxModelLen
-		et, err := newEngineTiming(ec)
+		et, err := drive(ec)
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}

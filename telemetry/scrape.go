@@ -73,6 +73,14 @@ type Options struct {
 	// it first returns an error it is not called again (Err reports it);
 	// the samples are still kept for Stop.
 	Sink func(Sample) error
+	// Clock, when set, stamps samples instead of the wall clock, and
+	// Manual stops the scraper from taking rounds on its own: a run on the
+	// built-in server's virtual clock (run --virtual) takes each round
+	// itself (Round) when its clock reaches it, through a client that
+	// must not be used concurrently, so a manual scraper scrapes its
+	// targets one after the other.
+	Clock  func() time.Time
+	Manual bool
 }
 
 // Scraper scrapes its targets in rounds until Stop.
@@ -125,15 +133,27 @@ func Start(ctx context.Context, o Options) *Scraper {
 		s.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if s.start.IsZero() {
-		s.start = time.Now()
+		s.start = s.now()
+	}
+	if len(o.Targets) == 0 || o.Manual {
+		close(s.done)
 	}
 	if len(o.Targets) == 0 {
-		close(s.done)
 		return s
 	}
 	s.scrapeRound(ctx, min(timeout, 2*time.Second))
-	go s.loop()
+	if !o.Manual {
+		go s.loop()
+	}
 	return s
+}
+
+// now is the scraper's clock.
+func (s *Scraper) now() time.Time {
+	if s.o.Clock != nil {
+		return s.o.Clock()
+	}
+	return time.Now()
 }
 
 func (s *Scraper) loop() {
@@ -200,7 +220,9 @@ func (s *Scraper) Round() {
 	case <-s.stop:
 		return
 	case <-s.done:
-		return
+		if !s.o.Manual {
+			return
+		}
 	default:
 	}
 	if len(s.o.Targets) > 0 {
@@ -222,6 +244,11 @@ func (s *Scraper) scrapeRound(ctx context.Context, timeout time.Duration) {
 	out := make([]Sample, len(s.o.Targets))
 	var wg sync.WaitGroup
 	for i, t := range s.o.Targets {
+		if s.o.Manual {
+			out[i] = s.scrape(ctx, t, timeout)
+			out[i].Round, out[i].Phase = round, phase
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -252,13 +279,13 @@ func (s *Scraper) scrapeRound(ctx context.Context, timeout time.Duration) {
 
 // scrape takes one sample of t; every failure is the sample's Error.
 func (s *Scraper) scrape(ctx context.Context, t Target, timeout time.Duration) Sample {
-	t0 := time.Now()
+	t0 := s.now()
 	smp := Sample{TNS: t0.Sub(s.start).Nanoseconds(), Target: t.Display, Kind: t.Kind}
 	if smp.Target == "" {
 		smp.Target = redact(t.URL)
 	}
 	fams, err := s.fetch(ctx, t, timeout)
-	smp.DurNS = time.Since(t0).Nanoseconds()
+	smp.DurNS = s.now().Sub(t0).Nanoseconds()
 	if err != nil {
 		smp.Error = clip(err.Error())
 		return smp

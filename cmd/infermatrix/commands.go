@@ -88,6 +88,7 @@ func plural(n int) string {
 func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *cobra.Command {
 	var out, target, progressMode, baseline, format string
 	var rows []string
+	var virtual bool
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run an experiment and write its decision record",
@@ -97,9 +98,17 @@ record into a new run directory (default runs/<name>/<UTC timestamp>/).
 
 The first Ctrl-C stops dispatching, gives requests in flight the row's grace
 period, writes every record and summary (marked interrupted) and exits 130.
-A second Ctrl-C exits at once; records already written stay intact.`,
+A second Ctrl-C exits at once; records already written stay intact.
+
+--virtual runs the experiment on the built-in server's virtual clock: the same
+rows, records and reports, with no socket and no waiting, in as long as the
+CPU takes to simulate it, identical for identical seeds whatever the host's
+load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).`,
 		Example: `  # on the built-in simulated server
   infermatrix run experiments/quickstart.yaml
+
+  # the same on its virtual clock: seconds, and the same figures every time
+  infermatrix run experiments/quickstart.yaml --virtual
 
   # against a server, two rows only, results in a chosen directory
   infermatrix run experiments/llama-8b-h100-matrix.yaml --target http://127.0.0.1:8000/v1 \
@@ -121,8 +130,11 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 			if err != nil {
 				return err
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base})
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual})
 			if res == nil {
+				if errors.Is(runErr, runner.ErrNotVirtual) {
+					return withCode(exitUsage, fmt.Errorf("--virtual: %w\nnothing was run", runErr))
+				}
 				if errors.Is(runErr, runner.ErrBadSource) {
 					// A bad dataset or trace line is a problem of the
 					// experiment, found before anything was sent.
@@ -169,6 +181,7 @@ A second Ctrl-C exits at once; records already written stay intact.`,
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
+	cmd.Flags().BoolVar(&virtual, "virtual", false, "run on the built-in server's virtual clock: no socket, no waiting, deterministic for a seed (needs target builtin and an engine preset)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this run (a run directory, or runs/<name> for its newest complete run): rules read it as baseline.<metric>; overrides the file's baseline key")
 	return cmd
 }
