@@ -145,11 +145,12 @@ func Run(dir string, opts Options) (*Result, error) {
 	// restarted from its best point rescues a simplex that collapsed
 	// early on the objective's fine-scale steps.
 	fx := pr.cost(x)
-	x, fx = coordinateSearch(pr.cost, x, fx, 2, 0.25, sp, opts.MaxEvals/3)
-	for _, step := range []float64{0.5, 0.2} {
-		x, fx = nelderMead(pr.cost, x, step, sp, opts.MaxEvals/3, 1e-6)
-	}
-	_ = fx
+	x, _ = coordinateSearch(pr.cost, x, fx, 2, 0.25, sp, opts.MaxEvals/3)
+	x, _ = nelderMead(pr.cost, x, 0.5, sp, opts.MaxEvals/3, 1e-6)
+	// The noise moves the medians a little (a mean-one log-normal's
+	// median is below one), so the last simplex runs after it.
+	pr.fitNoise(x)
+	x, _ = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals-pr.evals, 20), 1e-6)
 	res := &Result{Skipped: r.skipped, Evals: pr.evals}
 	if replicas > 0 && replicas != preset.Config.Replicas {
 		res.Replicas = replicas
@@ -208,6 +209,8 @@ var ErrUsage = errors.New("usage")
 // digits.
 func writeParams(pf *schema.PresetFile, sp *space, x []float64) {
 	cfg := sp.config(x)
+	spread := cfg.FrontEnd.LatencySpread
+	pf.FrontEnd.LatencySpread = &spread
 	for _, p := range sp.params {
 		v := p.get(&cfg)
 		section, key, _ := strings.Cut(p.key, ".")

@@ -200,3 +200,29 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("all rows failed: %v", err)
 	}
 }
+
+// TestFitNoise checks that the spread of time to first token sets the
+// request path's noise (latency_spread), which the medians do not show.
+func TestFitNoise(t *testing.T) {
+	base, _ := engine.LookupPreset("qwen3-0.6b-h200")
+	hidden := base.Config
+	hidden.FrontEnd.RequestLatency = 30 * time.Millisecond // a request path the tail can show on
+	hidden.FrontEnd.LatencySpread = 0.5
+	dir := writeMeasuredRun(t, hidden, "qwen3-0.6b-h200", []measuredRow{
+		{id: "c=4", concurrency: 4, requests: 80, input: 256, output: 64},
+		{id: "c=16", concurrency: 16, requests: 120, input: 256, output: 64},
+	})
+	r, err := readRun(dir, Options{MaxRequests: DefaultMaxRequests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := base.Config
+	start.FrontEnd.RequestLatency = hidden.FrontEnd.RequestLatency
+	pr := &problem{rows: r.rows, semantics: r.manifest.Semantics, space: newSpace(start, fitted)}
+	changed := pr.fitNoise(make([]float64, len(fitted)))
+	got := pr.space.base.FrontEnd.LatencySpread
+	t.Logf("changed %v: latency_spread %.3f in %d replays", changed, got, pr.evals)
+	if math.Abs(got-0.5) > 0.1 {
+		t.Errorf("latency_spread %.3f, want 0.5 ± 0.1", got)
+	}
+}

@@ -317,3 +317,87 @@ func coordinateSearch(f func([]float64) float64, x []float64, fx float64, step, 
 	}
 	return x, fx
 }
+
+// noiseParam is a noise parameter the fit sets from the rows' spreads
+// (p90 ÷ p50) rather than their medians: the request path's log-normal σ,
+// from time to first token, where every request draws its own factor.
+// Per-step jitter and a replica's drift are not fitted. Jitter averages
+// away over a request's tokens, so no per-request figure shows it; drift
+// holds for a second at a time, so a row of a minute shows sixty draws of
+// it, and the p90 of sixty draws is too noisy to fit σ from (a replay
+// with σ 0.5 gives a TPOT p90 ÷ p50 anywhere from 1.1 to 2).
+type noiseParam struct {
+	key    string
+	metric func(figures) *float64
+	get    func(*engine.Config) *float64
+	hi     float64
+}
+
+var noiseParams = []noiseParam{
+	{key: "front_end.latency_spread", metric: func(f figures) *float64 { return f.ttftTail },
+		get: func(c *engine.Config) *float64 { return &c.FrontEnd.LatencySpread }, hi: 1.2},
+}
+
+// tailCost is the squared log error of one spread over the rows; ok is
+// false when no row measured it.
+func (pr *problem) tailCost(x []float64, n noiseParam) (float64, bool) {
+	pr.evals++
+	sims := simulateAll(pr.space.config(x), pr.rows, pr.semantics)
+	total, any := 0.0, false
+	for i, rw := range pr.rows {
+		mv := n.metric(rw.measured)
+		if mv == nil {
+			continue
+		}
+		any = true
+		sv := n.metric(sims[i].figures)
+		if sv == nil {
+			total += missingCost
+			continue
+		}
+		e := math.Log(*sv / *mv)
+		total += e * e
+	}
+	return total, any
+}
+
+// fitNoise sets each noise parameter in the space's base by a grid search
+// over [0, hi] on its spread, keeping the base's value unless the grid's
+// best is clearly better. It returns the keys it
+// changed.
+func (pr *problem) fitNoise(x []float64) []string {
+	var changed []string
+	for _, n := range noiseParams {
+		p := n.get(&pr.space.base)
+		orig := *p
+		at := func(v float64) float64 {
+			*p = v
+			c, _ := pr.tailCost(x, n)
+			return c
+		}
+		base, ok := func() (float64, bool) { *p = orig; return pr.tailCost(x, n) }()
+		if !ok {
+			*p = orig
+			continue
+		}
+		// A grid, not a bracketing search: a p90 over a few hundred
+		// requests moves in steps as σ grows, and its squared error has
+		// local minima a golden section would settle in.
+		best, fbest := orig, base
+		for v := 0.0; v <= n.hi+1e-9; v += n.hi / 24 {
+			if f := at(v); f < fbest {
+				best, fbest = v, f
+			}
+		}
+		// Keep the base's noise unless the fit explains the spread
+		// clearly better: a spread matched within sampling noise is
+		// not worth a new parameter value.
+		if fbest < 0.8*base {
+			*p = math.Round(best*1000) / 1000
+			changed = append(changed, n.key)
+		} else {
+			*p = orig
+		}
+	}
+	return changed
+}

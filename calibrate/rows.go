@@ -48,6 +48,21 @@ type row struct {
 // run did not measure it) is nil.
 type figures struct {
 	ttftP50, tpotP50, outputTPS *float64
+	// ttftTail and tpotTail are p90 ÷ p50, the spread the noise
+	// parameters set; absent with fewer than minTailSamples samples.
+	ttftTail, tpotTail *float64
+}
+
+// minTailSamples is the fewest samples a p90 ÷ p50 is read from: below it
+// the p90 is one or two requests.
+const minTailSamples = 30
+
+// tail is d's p90 ÷ p50, when d has the samples to say.
+func tail(d metrics.Dist) *float64 {
+	if d.Count < minTailSamples || d.P50 <= 0 || d.P90 <= 0 {
+		return nil
+	}
+	return ptr(d.P90 / d.P50)
 }
 
 func (f figures) get(m int) *float64 {
@@ -195,6 +210,7 @@ func (r *run) readRow(p schema.PlannedRow, top *metrics.Summary, opts Options) (
 	if s.Throughput.OutputTokensPerS > 0 {
 		rw.measured.outputTPS = ptr(s.Throughput.OutputTokensPerS)
 	}
+	rw.measured.ttftTail, rw.measured.tpotTail = tail(m.TTFT), tail(m.TPOT)
 	if s.Cache.Requests > 0 {
 		rw.cacheHit = ptr(s.Cache.HitRatio)
 	}

@@ -41,6 +41,7 @@ func simulate(cfg engine.Config, rw *row, semantics string) simulated {
 	if s.Throughput.OutputTokensPerS > 0 {
 		out.outputTPS = ptr(s.Throughput.OutputTokensPerS)
 	}
+	out.ttftTail, out.tpotTail = tail(s.Metrics.TTFT), tail(s.Metrics.TPOT)
 	if s.Cache.PromptTokens > 0 {
 		out.cacheHit = ptr(s.Cache.HitRatio)
 	}

@@ -39,6 +39,7 @@ func (r *Result) YAML() []byte {
 	writeDur(&b, "request_cost", f.RequestCost)
 	writeDur(&b, "request_cost_per_token", f.RequestCostPerToken)
 	writeDur(&b, "token_cost", f.TokenCost)
+	writeSigma(&b, "latency_spread", f.LatencySpread)
 	if c == nil {
 		return []byte(b.String())
 	}
@@ -97,6 +98,13 @@ func durText(d time.Duration) string {
 		return "0s"
 	}
 	return strconv.FormatFloat(float64(d)/1e3, 'f', -1, 64) + "us"
+}
+
+func writeSigma(b *strings.Builder, key string, v *float64) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(b, "  %s: %s\n", key, strconv.FormatFloat(*v, 'f', -1, 64))
 }
 
 func writeNum(b *strings.Builder, key string, v float64) {
