@@ -100,12 +100,6 @@ func VirtualProblems(plan *schema.Plan) []string {
 		switch {
 		case metrics.IsPooling(plan.RowAPI(r)):
 			out = append(out, fmt.Sprintf("row %s: %s requests are not simulated on virtual time yet (chat and completions are)", r.ID, plan.RowAPI(r)))
-		case r.Conversation != nil:
-			out = append(out, fmt.Sprintf("row %s: conversations are not simulated on virtual time yet", r.ID))
-		case r.Load.Ramp != nil:
-			out = append(out, fmt.Sprintf("row %s: ramps are not simulated on virtual time yet", r.ID))
-		case r.PrefillConcurrency > 0:
-			out = append(out, fmt.Sprintf("row %s: prefill_concurrency is not simulated on virtual time yet", r.ID))
 		}
 	}
 	return out
@@ -206,6 +200,44 @@ type vexec struct {
 	inflight []*vreq
 	path     string // the API's path on the server
 	active   int    // live events that are not passive
+	prefill  *vprefill
+	// rampJoined says a ramped closed loop's later users are scheduled.
+	rampJoined bool
+}
+
+// vprefill is prefill_concurrency on virtual time (see prefillGate): free
+// slots, and who waits for one, first come first served.
+type vprefill struct {
+	free    int
+	waiting []func()
+}
+
+// acquire runs f when a slot is free: at once, or when one is released.
+func (g *vprefill) acquire(f func()) {
+	if g.free > 0 {
+		g.free--
+		f()
+		return
+	}
+	g.waiting = append(g.waiting, f)
+}
+
+// releaser gives a slot back once, to the first waiter if any.
+func (g *vprefill) releaser() func() {
+	done := false
+	return func() {
+		if done {
+			return
+		}
+		done = true
+		if len(g.waiting) > 0 {
+			f := g.waiting[0]
+			g.waiting = g.waiting[1:]
+			f()
+			return
+		}
+		g.free++
+	}
 }
 
 // vreq is one request in flight on virtual time.
@@ -215,6 +247,10 @@ type vreq struct {
 	after    func() // what its end lets happen next: a user's next request, a free slot
 	timers   []stopper
 	recorded bool
+	// reply, when set, keeps the answer's text: a conversation's turn.
+	reply *protocol.Reply
+	// release gives back a prefill slot, at the first token or the end.
+	release func()
 }
 
 func (x *vexec) now() time.Duration    { return x.v.Now() }
@@ -279,19 +315,30 @@ func (x *vexec) loop(ctx context.Context, onInterrupt func()) {
 }
 
 // send submits a prepared request now. after runs once it is recorded.
-func (x *vexec) send(cl *call, after func()) {
+func (x *vexec) send(cl *call, after func()) { x.sendWith(cl, nil, after) }
+
+// sendWith is send with a reply to keep the answer's text in.
+func (x *vexec) sendWith(cl *call, reply *protocol.Reply, after func()) {
 	rr := x.rr
-	q := &vreq{cl: cl, after: after}
+	q := &vreq{cl: cl, after: after, reply: reply, release: cl.release}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Request-Id", cl.Rec.ID)
 	for k, v := range rr.client.Headers {
 		h.Set(k, v)
 	}
-	vc, err := x.v.Submit(x.path, h, cl.Body, nil, func(at time.Duration) {
+	var first func(at time.Duration)
+	if q.release != nil {
+		// The prefill slot goes back at the first token, at its time.
+		first = func(at time.Duration) { x.at(at, q.release) }
+	}
+	vc, err := x.v.Submit(x.path, h, cl.Body, first, func(at time.Duration) {
 		x.at(at, func() { x.finish(q) })
 	})
 	if err != nil {
+		if q.release != nil {
+			q.release()
+		}
 		rr.fail(fmt.Errorf("virtual time: %w", err))
 		return
 	}
@@ -329,7 +376,13 @@ func (x *vexec) finish(q *vreq) {
 			break
 		}
 	}
+	if q.release != nil {
+		q.release() // an end without a first token
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	if q.reply != nil {
+		ctx = protocol.WithReply(ctx, q.reply)
+	}
 	q.call.ReplayStart(cancel)
 	x.rr.client.Do(ctx, &q.cl.Call)
 	cancel(nil)
@@ -425,27 +478,24 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 		rr.setPhase(metrics.PhaseWarmup)
 	}
 
+	rr.ramp = newRampClock(rr.row.Load.Ramp)
+	if k := rr.row.PrefillConcurrency; k > 0 {
+		x.prefill = &vprefill{free: k}
+	}
 	switch rr.row.Load.Mode {
 	case schema.ModeConcurrency:
-		var user func()
-		user = func() {
-			if halted() {
-				return
+		if rr.row.Conversation != nil {
+			for range rr.row.Load.Concurrency {
+				x.at(x.now(), func() { x.converse(halted, nil, nil, nil) })
 			}
-			t, ok := rr.take(x.nowTime())
-			if !ok {
-				return
-			}
-			cl, err := rr.prepare(t, 0)
-			if err != nil {
-				rr.fail(err)
-				return
-			}
-			cl.Rec.ScheduledNS = x.since0().Nanoseconds()
-			x.send(cl, user)
+			break
 		}
-		for range rr.row.Load.Concurrency {
-			x.at(x.now(), user)
+		users := rr.row.Load.Concurrency
+		if rr.ramp != nil {
+			users = int(rr.ramp.plan.Levels[0])
+		}
+		for range users {
+			x.at(x.now(), func() { x.user(halted) })
 		}
 	case schema.ModeRate, schema.ModeTrace:
 		x.openLoop(halted)
@@ -461,6 +511,126 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 	return ctx.Err() != nil, err
 }
 
+// user is one closed-loop user's next request: sent as soon as it is
+// ready, the next when it is recorded.
+func (x *vexec) user(halted func() bool) {
+	rr := x.rr
+	if halted() {
+		return
+	}
+	t, ok := rr.take(x.nowTime())
+	if !ok {
+		return
+	}
+	x.rampJoins(halted)
+	cl, err := rr.prepare(t, 0)
+	if err != nil {
+		rr.fail(err)
+		return
+	}
+	cl.Rec.ScheduledNS = x.since0().Nanoseconds()
+	if x.prefill == nil {
+		x.send(cl, func() { x.user(halted) })
+		return
+	}
+	ready := x.now()
+	x.prefill.acquire(func() {
+		if w := x.now() - ready; w > 0 {
+			cl.Rec.QueueNS = w.Nanoseconds()
+		}
+		cl.release = x.prefill.releaser()
+		x.send(cl, func() { x.user(halted) })
+	})
+}
+
+// rampJoins schedules a ramped closed loop's later users once its clock
+// has opened (with the first measured request): the users of step k join
+// when step k begins, and keep going into the steps after it.
+func (x *vexec) rampJoins(halted func() bool) {
+	c := x.rr.ramp
+	if c == nil || x.rr.row.Load.Mode != schema.ModeConcurrency || c.plan == nil {
+		return
+	}
+	select {
+	case <-c.opened:
+	default:
+		return
+	}
+	levels := c.plan.Levels
+	if x.rampJoined {
+		return
+	}
+	x.rampJoined = true
+	origin := x.rr.clockNow().Sub(c.origin)
+	for w := int(levels[0]); w < int(levels[len(levels)-1]); w++ {
+		first := 1
+		for float64(w) >= levels[first-1] {
+			first++
+		}
+		at := x.now() - origin + time.Duration(first-1)*c.plan.StepDuration.D()
+		x.at(at, func() { x.user(halted) })
+	}
+}
+
+// converse runs one conversation's next turn (cv nil: a new conversation)
+// and, when its reply is in, the turn after it, think_time later. first is
+// an open-loop conversation's arrival, done what its end frees (its
+// max_concurrency slot); a closed-loop user (first nil) starts its next
+// conversation when one ends.
+func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, done func()) {
+	rr := x.rr
+	end := func() {
+		if done != nil {
+			done()
+			return
+		}
+		x.converse(halted, nil, nil, nil) // the user's next conversation
+	}
+	if halted() {
+		if done != nil {
+			done()
+		}
+		return
+	}
+	t, ok := rr.take(x.nowTime())
+	if !ok {
+		if done != nil {
+			done()
+		}
+		return
+	}
+	if cv == nil {
+		cv = rr.newConversation(t.seq)
+	}
+	cl, err := rr.prepareTurn(t, cv)
+	if err != nil {
+		rr.fail(err)
+		return
+	}
+	cl.Rec.ScheduledNS = x.since0().Nanoseconds()
+	if first != nil && cv.Turn() == 0 {
+		cl.Rec.ScheduledNS, cl.Rec.QueueNS = first.scheduled.Nanoseconds(), first.queued.Nanoseconds()
+	}
+	reply := &protocol.Reply{}
+	x.sendWith(cl, reply, func() {
+		if cl.Rec.Error != nil || reply.Text() == "" {
+			end() // nothing to carry on from
+			return
+		}
+		rr.wl.Replied(cv.Conversation, reply.Text())
+		if cv.Over() {
+			end()
+			return
+		}
+		next := func() { x.converse(halted, cv, first, done) }
+		if d := rr.row.Conversation.ThinkTime.D(); d > 0 {
+			x.after(d, next)
+			return
+		}
+		next()
+	})
+}
+
 // openLoop schedules a rate or trace row's arrivals, one ahead at a time.
 // With max_concurrency an arrival that finds every slot taken waits for one,
 // first come first served, and its wait is its queue time.
@@ -468,9 +638,15 @@ func (x *vexec) openLoop(halted func() bool) {
 	rr := x.rr
 	l := rr.row.Load
 	var next func() (time.Duration, bool)
-	if l.Mode == schema.ModeTrace {
+	switch {
+	case l.Mode == schema.ModeTrace:
 		next = traceArrivals(rr.wl.Schedule())
-	} else {
+	case rr.ramp != nil:
+		next = rr.rampArrivals()
+	case rr.row.Conversation != nil:
+		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
+		next = func() (time.Duration, bool) { return arr.next(), true }
+	default:
 		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
 		r := rr.row
 		warm, measured := r.Warmup, r.Requests
@@ -487,22 +663,33 @@ func (x *vexec) openLoop(halted func() bool) {
 	}
 	base := x.v.Now() // the load's start on the virtual clock
 	offset := x.since0()
-	free := l.MaxConcurrency // free slots; unused without a cap
-	type waiting struct {
-		cl  *call
-		due time.Duration
-	}
-	var queue []waiting
-	var release func()
-	release = func() {
-		if len(queue) == 0 {
-			free++
-			return
+	// Slots of max_concurrency: an arrival that finds none free waits,
+	// first come first served; a request (or a conversation) gives its
+	// slot back when it ends.
+	free := l.MaxConcurrency
+	var queue []func()
+	slot := func(f func()) {
+		switch {
+		case l.MaxConcurrency == 0:
+			f()
+		case free > 0:
+			free--
+			f()
+		default:
+			queue = append(queue, f)
 		}
-		w := queue[0]
-		queue = queue[1:]
-		w.cl.Rec.QueueNS = (x.now() - w.due).Nanoseconds()
-		x.send(w.cl, release)
+	}
+	var release func()
+	if l.MaxConcurrency > 0 {
+		release = func() {
+			if len(queue) == 0 {
+				free++
+				return
+			}
+			f := queue[0]
+			queue = queue[1:]
+			f()
+		}
 	}
 	var arrive func(at time.Duration)
 	schedule := func() {
@@ -526,6 +713,19 @@ func (x *vexec) openLoop(halted func() bool) {
 			rr.take(due) // records why the row stopped
 			return
 		}
+		if rr.row.Conversation != nil {
+			// A conversation arrives: a user of its own holds it, its
+			// first turn sent when a slot is free.
+			slot(func() {
+				a := &arrival{scheduled: offset + at}
+				if l.MaxConcurrency > 0 {
+					a.queued = x.now() - (base + at)
+				}
+				x.converse(halted, nil, a, release)
+			})
+			schedule()
+			return
+		}
 		t, ok := rr.take(due)
 		if !ok {
 			return
@@ -536,16 +736,22 @@ func (x *vexec) openLoop(halted func() bool) {
 			return
 		}
 		cl.Rec.Warmup, cl.Rec.Step = t.warmup, t.step
-		switch {
-		case l.MaxConcurrency == 0:
-			x.send(cl, nil)
-		case free > 0:
-			free--
-			cl.Rec.QueueNS = 0
-			x.send(cl, release)
-		default:
-			queue = append(queue, waiting{cl: cl, due: base + at})
-		}
+		slot(func() {
+			send := func() {
+				if l.MaxConcurrency > 0 || x.prefill != nil {
+					cl.Rec.QueueNS = (x.now() - (base + at)).Nanoseconds()
+				}
+				x.send(cl, release)
+			}
+			if x.prefill == nil {
+				send()
+				return
+			}
+			x.prefill.acquire(func() {
+				cl.release = x.prefill.releaser()
+				send()
+			})
+		})
 		schedule()
 	}
 	schedule()

@@ -138,7 +138,7 @@ func TestVirtualRefusesWhatItCannotSimulate(t *testing.T) {
 	p := plan(t, `server: {target: builtin, sim: {preset: fixed}}
 defaults: {input_tokens: 100, output_tokens: 10}
 rows:
-  - {id: chat, concurrency: 2, requests: 4, conversation: {turns: 2, user_tokens: 20}}
+  - {id: embed, api: embeddings, concurrency: 2, requests: 4}
   - {id: ok, concurrency: 2, requests: 4}
 `)
 	dir := filepath.Join(t.TempDir(), "run")
@@ -146,7 +146,7 @@ rows:
 	if !errors.Is(err, ErrNotVirtual) {
 		t.Fatalf("error %v; want ErrNotVirtual", err)
 	}
-	for _, want := range []string{"preset fixed", "row chat: conversations"} {
+	for _, want := range []string{"preset fixed", "row embed: embeddings"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
