@@ -262,3 +262,56 @@ func BenchmarkVirtualQwenSweep(b *testing.B) {
 	b.ReportMetric(simulated.Seconds()/wall, "window-s/s")
 	b.ReportMetric(float64(requests)/wall, "requests/s")
 }
+
+// Conversations, ramps and the prefill cap run on virtual time as in real
+// time: later turns find their history in the prefix cache, a ramp's users
+// join step by step, and requests beyond the prefill cap queue for it.
+func TestVirtualConversationsRampsAndPrefill(t *testing.T) {
+	p := plan(t, `server: {target: builtin, sim: {preset: llama-3.1-8b-h100}}
+defaults: {input_tokens: 512, output_tokens: 32}
+rows:
+  - {id: chat, concurrency: 4, requests: 24, conversation: {turns: 3, user_tokens: 64, think_time: 500ms}}
+  - {id: ramp, ramp: {concurrency: {from: 2, to: 6, step: 2}, step_duration: 2s}}
+  - {id: gated, concurrency: 16, requests: 48, prefill_concurrency: 2}
+`)
+	res := runVirtual(t, p)
+	byTurn := map[int][]metrics.Record{}
+	for _, r := range records(t, res.Dir, "chat") {
+		if r.Turn == nil || r.Error != nil {
+			t.Fatalf("record %+v: want a successful turn", r)
+		}
+		byTurn[*r.Turn] = append(byTurn[*r.Turn], r)
+	}
+	for turn := 1; turn <= 2; turn++ {
+		for _, r := range byTurn[turn] {
+			if r.CachedTokens == nil || *r.CachedTokens < 512 {
+				t.Fatalf("turn %d cached %v tokens; want the history (over 512) from the cache", turn, r.CachedTokens)
+			}
+			// think_time separates a turn from the reply before it.
+			prev := slices.IndexFunc(byTurn[turn-1], func(o metrics.Record) bool { return o.ConversationID == r.ConversationID })
+			if prev < 0 {
+				t.Fatalf("turn %d of %s has no turn %d", turn, r.ConversationID, turn-1)
+			}
+			o := byTurn[turn-1][prev]
+			if gap := r.StartNS - (o.StartNS + o.EndNS); gap != (500 * time.Millisecond).Nanoseconds() {
+				t.Errorf("turn %d of %s sent %v after the reply; want think_time 500ms", turn, r.ConversationID, time.Duration(gap))
+			}
+		}
+	}
+	steps := map[int]int{}
+	for _, r := range records(t, res.Dir, "ramp") {
+		steps[r.Step]++
+	}
+	if steps[1] == 0 || steps[2] <= steps[1] || steps[3] <= steps[2] {
+		t.Errorf("requests per ramp step %v; want each step busier than the last", steps)
+	}
+	queued := 0
+	for _, r := range records(t, res.Dir, "gated") {
+		if r.QueueNS > 0 {
+			queued++
+		}
+	}
+	if queued == 0 {
+		t.Errorf("no request of 16 users behind a prefill cap of 2 waited for it")
+	}
+}
