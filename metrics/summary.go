@@ -307,8 +307,15 @@ type LengthCheck struct {
 	Requests      int     `json:"requests"`
 	RequestedMean float64 `json:"requested_mean,omitempty"`
 	ServerMean    float64 `json:"server_mean,omitempty"`
-	// Diff is (Σ server − Σ requested) ÷ Σ requested: the signed relative
-	// difference of the means.
+	// TemplateMean is the mean of the chat template's tokens the client
+	// knew of (Record.TemplateTokens: the built-in server's template),
+	// part of ServerMean. They are allowed: Diff compares the server's
+	// count less them, so that a template is not taken for a miscount
+	// and a tokenizer that counts otherwise still is.
+	TemplateMean float64 `json:"template_mean,omitempty"`
+	// Diff is (Σ server − Σ template − Σ requested) ÷ Σ requested: the
+	// signed relative difference of the means, the known template's
+	// tokens allowed.
 	Diff float64 `json:"diff"`
 	// Over counts requests whose own difference exceeds the limit either
 	// way, which a mean can hide when some are long and some short.
@@ -465,18 +472,24 @@ type Aggregator struct {
 
 // lengthAcc accumulates one side of the token check.
 type lengthAcc struct {
-	n, over           int
-	requested, server int64
+	n, over                     int
+	requested, server, template int64
 }
 
-func (l *lengthAcc) add(t Tokens) {
+func (l *lengthAcc) add(t Tokens) { l.addAllowing(t, 0) }
+
+// addAllowing adds a request whose server count includes template tokens
+// the client knows of (Record.TemplateTokens): they are taken off the
+// server's count before the comparison, and summed apart.
+func (l *lengthAcc) addAllowing(t Tokens, template int) {
 	if t.Server == nil || t.Requested <= 0 {
 		return
 	}
 	l.n++
 	l.requested += int64(t.Requested)
 	l.server += int64(*t.Server)
-	if d := *t.Server - t.Requested; float64(max(d, -d)) > TokenMismatchLimit*float64(t.Requested) {
+	l.template += int64(template)
+	if d := *t.Server - template - t.Requested; float64(max(d, -d)) > TokenMismatchLimit*float64(t.Requested) {
 		l.over++
 	}
 }
@@ -488,7 +501,8 @@ func (l *lengthAcc) check() LengthCheck {
 	}
 	c.RequestedMean = float64(l.requested) / float64(l.n)
 	c.ServerMean = float64(l.server) / float64(l.n)
-	c.Diff = round6(float64(l.server-l.requested) / float64(l.requested))
+	c.TemplateMean = round6(float64(l.template) / float64(l.n))
+	c.Diff = round6(float64(l.server-l.template-l.requested) / float64(l.requested))
 	c.Mismatch = c.Diff > TokenMismatchLimit || c.Diff < -TokenMismatchLimit
 	return c
 }
@@ -565,7 +579,7 @@ func (a *Aggregator) Add(r *Record) {
 	a.reqs.Completed++
 	a.goodBase++
 	a.queue = append(a.queue, ms(r.QueueNS))
-	a.inLen.add(r.InputTokens)
+	a.inLen.addAllowing(r.InputTokens, r.TemplateTokens)
 	a.outLen.add(r.OutputTokens)
 	a.addCache(r)
 	if r.Stream {
@@ -895,8 +909,12 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 			c.Notes = append(c.Notes, fmt.Sprintf("no %s lengths checked: the server reported no usage", side.name))
 		case side.l.Mismatch:
 			c.Mismatch = true
-			c.Notes = append(c.Notes, fmt.Sprintf("%s: the server counted %.1f tokens on average against %.1f requested (%+.1f%%, limit ±%g%%); %d of %d requests differ by more than the limit",
-				side.name, side.l.ServerMean, side.l.RequestedMean, 100*side.l.Diff, 100*TokenMismatchLimit, side.l.Over, side.l.Requests))
+			template := ""
+			if side.l.TemplateMean > 0 {
+				template = fmt.Sprintf(" (%.1f of them its chat template's, allowed)", side.l.TemplateMean)
+			}
+			c.Notes = append(c.Notes, fmt.Sprintf("%s: the server counted %.1f tokens on average%s against %.1f requested (%+.1f%%, limit ±%g%%); %d of %d requests differ by more than the limit",
+				side.name, side.l.ServerMean, template, side.l.RequestedMean, 100*side.l.Diff, 100*TokenMismatchLimit, side.l.Over, side.l.Requests))
 		}
 	}
 	return c

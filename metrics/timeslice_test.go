@@ -132,6 +132,37 @@ func TestTokenMismatch(t *testing.T) {
 	}
 }
 
+// TestTokenMismatchAllowsKnownTemplate: a chat template's tokens the client
+// knows of (the built-in server's) are allowed, and only they: a server
+// that also counts the contents otherwise is still flagged, and a template
+// the client does not know of is flagged as before.
+func TestTokenMismatchAllowsKnownTemplate(t *testing.T) {
+	check := func(server, template int) TokenCheck {
+		a := NewAggregator(Options{})
+		for range 10 {
+			r := stream(0, 10, 20)
+			r.InputTokens = Tokens{Requested: 100, Server: intp(server), Client: 100}
+			r.OutputTokens = Tokens{Requested: 2, Server: intp(2), Client: 2}
+			r.TemplateTokens = template
+			a.Add(r)
+		}
+		return a.Summary("r", "r", RowComplete).Tokens
+	}
+	if c := check(135, 35); c.Mismatch || c.Input.Diff != 0 || c.Input.Over != 0 || c.Input.ServerMean != 135 || c.Input.TemplateMean != 35 {
+		t.Errorf("Llama's 35 template tokens, known: %+v; want no mismatch, the server's 135 and the template's 35 reported", c)
+	}
+	c := check(145, 35)
+	if !c.Mismatch || c.Input.Diff != 0.1 || c.Input.Over != 10 {
+		t.Errorf("contents counted 10%% over besides the template: %+v; want flagged", c)
+	}
+	if len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "145.0 tokens on average (35.0 of them its chat template's, allowed) against 100.0 requested (+10.0%") {
+		t.Errorf("notes = %q", c.Notes)
+	}
+	if c := check(135, 0); !c.Mismatch || c.Input.Diff != 0.35 {
+		t.Errorf("a template the client does not know of: %+v; want flagged, as on a real server", c)
+	}
+}
+
 // TestClientLoad checks the CPU share, the client-bound limit and the
 // measurement error the self-check derives from the runner's figures.
 func TestClientLoad(t *testing.T) {

@@ -74,6 +74,9 @@ func (rr *rowRun) prepareTurn(t ticket, cv *conversation) (*call, error) {
 	rec.InputTokens.Client = p.InTokens
 	rec.SharedTokens = p.Shared
 	rec.OutputTokens.Requested = p.MaxTokens
+	if rr.templateTokens != nil {
+		rec.TemplateTokens = rr.templateTokens(body)
+	}
 	return &call{Call: protocol.Call{URL: rec.URL, Body: body, Rec: rec}}, nil
 }
 

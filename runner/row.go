@@ -67,6 +67,10 @@ type rowRun struct {
 	// virtual time takes itself.
 	scrapeEvery time.Duration
 
+	// templateTokens, when set, counts the chat template's tokens the
+	// built-in server adds to a request body (template.go).
+	templateTokens func(body []byte) int
+
 	// ramp is a ramped row's step clock, prefill its prefill-concurrency
 	// gate; each nil when the row has none (ramp.go, prefill_gate.go).
 	ramp    *rampClock
@@ -232,6 +236,9 @@ func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if rr.templateTokens != nil {
+		rec.TemplateTokens = rr.templateTokens(body)
 	}
 	return &call{Call: protocol.Call{URL: rec.URL, Body: body, Rec: rec}}, nil
 }

@@ -459,6 +459,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 		}
 	}
 	rr := &rowRun{row: row, index: index, trial: trial, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
+	rr.templateTokens = st.templateCounter(row)
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
 	rr.start = time.Now()
@@ -550,7 +551,7 @@ const SimEngineName = "infermatrix-sim"
 
 // simulatedInfo describes the built-in server as it ran, for the record.
 func simulatedInfo(s schema.SimSettings) *rundir.Simulated {
-	out := &rundir.Simulated{Preset: s.Preset, Model: s.Model, Replicas: max(s.Replicas, 1), MaxModelLen: s.MaxModelLen}
+	out := &rundir.Simulated{Preset: s.Preset, Model: s.Model, Replicas: max(s.Replicas, 1), MaxModelLen: s.MaxModelLen, Calibration: s.Calibration.Summary()}
 	if s.Preset == schema.PresetFixed {
 		return out
 	}
