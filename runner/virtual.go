@@ -95,13 +95,6 @@ func VirtualProblems(plan *schema.Plan) []string {
 		}
 		check("variant "+v.Name, v.Builtin, v.Sim)
 	}
-	for i := range plan.Rows {
-		r := &plan.Rows[i]
-		switch {
-		case metrics.IsPooling(plan.RowAPI(r)):
-			out = append(out, fmt.Sprintf("row %s: %s requests are not simulated on virtual time yet (chat and completions are)", r.ID, plan.RowAPI(r)))
-		}
-	}
 	return out
 }
 

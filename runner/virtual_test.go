@@ -135,10 +135,9 @@ rows:
 // What virtual time cannot simulate is refused before anything runs, every
 // reason at once.
 func TestVirtualRefusesWhatItCannotSimulate(t *testing.T) {
-	p := plan(t, `server: {target: builtin, sim: {preset: fixed}}
+	p := plan(t, `server: {target: builtin, sim: {preset: fixed, faults: [{kind: stall, probability: 0.1, for: 1s}]}}
 defaults: {input_tokens: 100, output_tokens: 10}
 rows:
-  - {id: embed, api: embeddings, concurrency: 2, requests: 4}
   - {id: ok, concurrency: 2, requests: 4}
 `)
 	dir := filepath.Join(t.TempDir(), "run")
@@ -146,7 +145,7 @@ rows:
 	if !errors.Is(err, ErrNotVirtual) {
 		t.Fatalf("error %v; want ErrNotVirtual", err)
 	}
-	for _, want := range []string{"preset fixed", "row embed: embeddings"} {
+	for _, want := range []string{"preset fixed", "stall faults"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -273,6 +272,7 @@ rows:
   - {id: chat, concurrency: 4, requests: 24, conversation: {turns: 3, user_tokens: 64, think_time: 500ms}}
   - {id: ramp, ramp: {concurrency: {from: 2, to: 6, step: 2}, step_duration: 2s}}
   - {id: gated, concurrency: 16, requests: 48, prefill_concurrency: 2}
+  - {id: embed, api: embeddings, batch: 4, concurrency: 2, requests: 10}
 `)
 	res := runVirtual(t, p)
 	byTurn := map[int][]metrics.Record{}
@@ -313,5 +313,10 @@ rows:
 	}
 	if queued == 0 {
 		t.Errorf("no request of 16 users behind a prefill cap of 2 waited for it")
+	}
+	for _, r := range records(t, res.Dir, "embed") {
+		if r.Error != nil || r.Inputs != 4 || r.InputTokens.Server == nil || *r.InputTokens.Server < 4*512 || r.EndNS <= 0 {
+			t.Fatalf("embeddings record %+v: want 4 inputs answered with their tokens counted", r)
+		}
 	}
 }

@@ -40,27 +40,63 @@ type poolingRequest struct {
 
 // servePooling serves one embeddings (rerank false) or rerank request.
 func (s *Server) servePooling(w http.ResponseWriter, r *http.Request, rerank bool) {
-	arrival := time.Now()
-	var req poolingRequest
-	if !s.readJSON(w, r, &req) {
+	p := s.preparePooling(w, r, rerank)
+	if p == nil {
 		return
 	}
-	if e := s.checkModel(req.Model); e != nil {
+	clocks := make([]tokenClock, len(p.seqs))
+	for i, a := range p.admissions() {
+		clocks[i] = s.timing.admit(a)
+	}
+	s.answerPooling(w, r, p, clocks)
+}
+
+// pooling is a valid embeddings or rerank request on its way through.
+type pooling struct {
+	req     poolingRequest
+	rerank  bool
+	seqs    [][]int // the sequences the model runs
+	docs    []string
+	counter uint64
+	arrival time.Time
+}
+
+// preparePooling is what the server does when a pooling request arrives:
+// it reads, checks and tokenizes it. It returns nil when it answered an
+// invalid request with its error.
+func (s *Server) preparePooling(w http.ResponseWriter, r *http.Request, rerank bool) *pooling {
+	p := &pooling{rerank: rerank, arrival: s.now()}
+	if !s.readJSON(w, r, &p.req) {
+		return nil
+	}
+	if e := s.checkModel(p.req.Model); e != nil {
 		s.writeError(w, e)
-		return
+		return nil
 	}
-	seqs, docs, apiErr := s.poolingSequences(&req, rerank)
+	var apiErr *apiError
+	p.seqs, p.docs, apiErr = s.poolingSequences(&p.req, rerank)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
-		return
+		return nil
 	}
-	counter := s.requests.Add(1)
+	p.counter = s.requests.Add(1)
+	return p
+}
+
+// admissions are the prefill-only sequences the timing model runs.
+func (p *pooling) admissions() []admission {
+	out := make([]admission, len(p.seqs))
+	for i, ids := range p.seqs {
+		out[i] = admission{arrival: p.arrival, prompt: ids, output: 1}
+	}
+	return out
+}
+
+// answerPooling waits for every sequence's prefill and writes the answer,
+// releasing the clocks.
+func (s *Server) answerPooling(w http.ResponseWriter, r *http.Request, p *pooling, clocks []tokenClock) {
 	s.metrics.running.Add(1)
 	defer s.metrics.running.Add(-1)
-	clocks := make([]tokenClock, len(seqs))
-	for i, ids := range seqs {
-		clocks[i] = s.timing.admit(admission{arrival: arrival, prompt: ids, output: 1})
-	}
 	defer func() {
 		for _, c := range clocks {
 			c.release()
@@ -73,7 +109,7 @@ func (s *Server) servePooling(w http.ResponseWriter, r *http.Request, rerank boo
 		if _, err := c.wait(r.Context(), 0); err != nil {
 			return // the client went away or the server is closing
 		}
-		total += len(seqs[i])
+		total += len(p.seqs[i])
 	}
 	s.metrics.promptTokens.Add(uint64(total))
 	if q, ok := clocks[0].(queueTimer); ok {
@@ -83,17 +119,17 @@ func (s *Server) servePooling(w http.ResponseWriter, r *http.Request, rerank boo
 	}
 	var body []byte
 	var err error
-	if rerank {
-		body, err = s.rerankBody(&req, docs, total, counter, arrival)
+	if p.rerank {
+		body, err = s.rerankBody(&p.req, p.docs, total, p.counter, p.arrival)
 	} else {
-		body, err = s.embeddingsBody(len(seqs), total, counter, arrival)
+		body, err = s.embeddingsBody(len(p.seqs), total, p.counter, p.arrival)
 	}
 	if err != nil {
 		s.writeError(w, internalError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
-	s.metrics.e2e.observe(time.Since(arrival))
+	s.metrics.e2e.observe(s.now().Sub(p.arrival))
 	s.metrics.successStop.Add(1)
 }
 
@@ -182,7 +218,7 @@ func (s *Server) embeddingsBody(n, tokens int, counter uint64, arrival time.Time
 			PromptTokens int `json:"prompt_tokens"`
 			TotalTokens  int `json:"total_tokens"`
 		} `json:"usage"`
-	}{ID: newResponseID("embd-"), Object: "list", Created: arrival.Unix(), Model: s.cfg.Model, Data: data,
+	}{ID: s.responseID("embd-", counter), Object: "list", Created: arrival.Unix(), Model: s.cfg.Model, Data: data,
 		Usage: struct {
 			PromptTokens int `json:"prompt_tokens"`
 			TotalTokens  int `json:"total_tokens"`
@@ -223,7 +259,7 @@ func (s *Server) rerankBody(req *poolingRequest, docs []string, tokens int, coun
 			TotalTokens int `json:"total_tokens"`
 		} `json:"usage"`
 		Results []result `json:"results"`
-	}{ID: newResponseID("rerank-"), Model: s.cfg.Model, Usage: struct {
+	}{ID: s.responseID("rerank-", counter), Model: s.cfg.Model, Usage: struct {
 		TotalTokens int `json:"total_tokens"`
 	}{tokens}, Results: results})
 }

@@ -119,6 +119,12 @@ type VirtualCall struct {
 	g      *generation
 	answer *virtualWriter
 	req    *engine.Request
+	// pool is an embeddings or rerank request: its sequences run as subs,
+	// each prefill-only, and it ends when the last is prefilled.
+	pool    *pooling
+	subs    []*engine.Request
+	subDue  []time.Duration // when each sub's prefill ended; -1 until then
+	subLeft int
 	due    []time.Duration // virtual release time of each delivered token
 	cached int
 	queue  time.Duration
@@ -163,8 +169,10 @@ func (v *Virtual) Submit(path string, header http.Header, body []byte, first, do
 		ep = chatEndpoint
 	case "/v1/completions":
 		ep = completionEndpoint
+	case "/v1/embeddings", "/v1/rerank", "/rerank":
+		return c, v.submitPooling(c, w, r, path != "/v1/embeddings")
 	default:
-		return nil, fmt.Errorf("sim: %s is not served on virtual time (chat and completions are)", path)
+		return nil, fmt.Errorf("sim: %s is not served on virtual time", path)
 	}
 	var g *generation
 	if v.srv.allowJSON(w, r) {
@@ -185,6 +193,45 @@ func (v *Virtual) Submit(path string, header http.Header, body []byte, first, do
 	return c, nil
 }
 
+// submitPooling admits an embeddings or rerank request's sequences, each a
+// prefill-only engine request, or keeps the answer to an invalid one.
+func (v *Virtual) submitPooling(c *VirtualCall, w *virtualWriter, r *http.Request, rerank bool) error {
+	var p *pooling
+	if v.srv.allowJSON(w, r) {
+		p = v.srv.preparePooling(w, r, rerank)
+	}
+	v.calls[c.id] = c
+	if p == nil {
+		c.answer = w
+		c.finish(c.at + ImmediateLatency)
+		return nil
+	}
+	c.pool = p
+	c.subLeft = len(p.seqs)
+	for i, a := range p.admissions() {
+		c.subDue = append(c.subDue, -1)
+		sub := &engine.Request{Prompt: a.prompt, Output: 1}
+		sub.Deliver = func(_ int, at time.Duration) {
+			c.subDue[i] = at
+			if i == 0 {
+				if info := sub.Info(); info.Scheduled {
+					c.queue, c.queued = info.QueueTime, true
+				}
+			}
+			c.subLeft--
+			if c.subLeft == 0 {
+				if c.onFirst != nil {
+					c.onFirst(at)
+				}
+				c.finish(at)
+			}
+		}
+		c.subs = append(c.subs, sub)
+		v.cluster.Submit(sub)
+	}
+	return nil
+}
+
 // finish marks the call over at t; its done callback runs when the clock
 // reaches t (at once when it already has, as for a delivery).
 func (c *VirtualCall) finish(t time.Duration) {
@@ -195,7 +242,7 @@ func (c *VirtualCall) finish(t time.Duration) {
 	if c.onDone == nil {
 		return
 	}
-	if t <= c.v.cluster.Now() && c.req != nil {
+	if t <= c.v.cluster.Now() && (c.req != nil || c.pool != nil) {
 		c.onDone(t)
 		return
 	}
@@ -236,6 +283,9 @@ func (c *VirtualCall) Cut(cause error) {
 	c.cut = cause
 	if c.req != nil {
 		c.v.cluster.Cancel(c.req)
+	}
+	for _, sub := range c.subs {
+		c.v.cluster.Cancel(sub)
 	}
 	c.done, c.endAt = true, c.v.cluster.Now()
 }
@@ -333,12 +383,21 @@ func (c *VirtualCall) replay(r *http.Request, trace *httptrace.ClientTrace) (*ht
 		trace.GotConn(httptrace.GotConnInfo{Reused: true})
 	}
 	w := c.answer
-	if w == nil {
+	switch {
+	case w == nil && c.pool != nil:
+		v.server = c.at
+		w = newVirtualWriter(v)
+		clocks := make([]tokenClock, len(c.subs))
+		for i := range clocks {
+			clocks[i] = &virtualSubClock{c: c, i: i}
+		}
+		v.srv.answerPooling(w, r, c.pool, clocks)
+	case w == nil:
 		v.server = c.at
 		w = newVirtualWriter(v)
 		c.g.clock = &virtualClock{c: c}
 		v.srv.serveAdmitted(w, r, c.g)
-	} else {
+	default:
 		// An immediate answer leaves when it ends.
 		w.headerAt = c.endAt
 		for i := range w.writes {
@@ -390,6 +449,30 @@ func (k *virtualClock) cached() int { return k.c.cached }
 func (k *virtualClock) queued() (time.Duration, bool) { return k.c.queue, k.c.queued }
 
 func (k *virtualClock) release() {}
+
+// virtualSubClock is one sequence of a finished pooling call, for its
+// replay: the answer goes out when the last prefill ended, whatever the
+// order they are waited for in.
+type virtualSubClock struct {
+	c *VirtualCall
+	i int
+}
+
+func (k *virtualSubClock) wait(context.Context, int) (time.Time, error) {
+	c := k.c
+	if d := c.subDue[k.i]; d >= 0 {
+		c.v.server = max(c.v.server, d)
+		return c.v.epoch.Add(d), nil
+	}
+	c.v.server = c.endAt
+	return c.v.epoch.Add(c.endAt), errCut
+}
+
+func (k *virtualSubClock) cached() int { return 0 }
+
+func (k *virtualSubClock) queued() (time.Duration, bool) { return k.c.queue, k.c.queued }
+
+func (k *virtualSubClock) release() {}
 
 // virtualTiming is the timing model of a Virtual server's Server: the
 // engine is driven by the caller, not by a goroutine, and requests are
