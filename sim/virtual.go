@@ -125,10 +125,10 @@ type VirtualCall struct {
 	subs    []*engine.Request
 	subDue  []time.Duration // when each sub's prefill ended; -1 until then
 	subLeft int
-	due    []time.Duration // virtual release time of each delivered token
-	cached int
-	queue  time.Duration
-	queued bool
+	due     []time.Duration // virtual release time of each delivered token
+	cached  int
+	queue   time.Duration
+	queued  bool
 
 	done  bool
 	endAt time.Duration // when it ended: its last token, its answer, or the cut
