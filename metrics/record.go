@@ -121,11 +121,12 @@ type Record struct {
 	// a chat template's) are a cache hit the row did not ask for.
 	SharedTokens int `json:"shared_tokens,omitempty"`
 	// TemplateTokens is how many tokens the server's chat template adds
-	// to the prompt around the messages, where the client knows the
-	// server's template exactly: the built-in server's (sim's
-	// Config.ChatTemplateTokens); 0 where it does not. The token check
-	// allows them, so that the template is not taken for a tokenizer
-	// that counts the prompt differently.
+	// to the prompt around the messages, where the client could learn
+	// them: from the built-in server's configuration in process (sim's
+	// Config.ChatTemplateTokens), or from a server's vLLM-shaped
+	// /tokenize (runner/templateprobe.go); 0 where it could not. The
+	// token check allows them, so that the template is not taken for a
+	// tokenizer that counts the prompt differently.
 	TemplateTokens int `json:"template_tokens,omitempty"`
 
 	// Events are the arrival times of the events carrying generated text,

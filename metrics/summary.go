@@ -308,8 +308,7 @@ type LengthCheck struct {
 	RequestedMean float64 `json:"requested_mean,omitempty"`
 	ServerMean    float64 `json:"server_mean,omitempty"`
 	// TemplateMean is the mean of the chat template's tokens the client
-	// knew of (Record.TemplateTokens: the built-in server's template),
-	// part of ServerMean. They are allowed: Diff compares the server's
+	// learnt (Record.TemplateTokens), part of ServerMean. They are allowed: Diff compares the server's
 	// count less them, so that a template is not taken for a miscount
 	// and a tokenizer that counts otherwise still is.
 	TemplateMean float64 `json:"template_mean,omitempty"`

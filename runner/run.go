@@ -459,7 +459,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 		}
 	}
 	rr := &rowRun{row: row, index: index, trial: trial, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
-	rr.templateTokens = st.templateCounter(row)
+	rr.templateTokens = st.templateCounter(row, cl)
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
 	rr.start = time.Now()

@@ -2,8 +2,14 @@ package runner
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/infermatrix/infermatrix/sim"
 )
 
 // TestBuiltinTemplateAllowed runs chat rows on the built-in server with the
@@ -44,5 +50,60 @@ rows:
 		if r.TemplateTokens != 0 || r.InputTokens.Server == nil || *r.InputTokens.Server != 49 {
 			t.Errorf("completions seq %d: template %d, input %+v (server %v); want no template and Llama's BOS", r.Seq, r.TemplateTokens, r.InputTokens, deref(r.InputTokens.Server))
 		}
+	}
+}
+
+// TestURLTemplateProbed runs a chat row against the built-in server behind
+// a URL, as infermatrix sim serves it: the client asks its /tokenize what
+// the Llama template adds (35 tokens) and the check allows them. Behind a
+// server without /tokenize the template is unknown, and flagged as on any
+// server that cannot say.
+func TestURLTemplateProbed(t *testing.T) {
+	inst, err := sim.Start(sim.Config{Model: "meta-llama/Llama-3.1-8B-Instruct", TTFT: time.Millisecond, ITL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Close() })
+	var tokenizes atomic.Int64
+	noTokenize := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tokenize" {
+			tokenizes.Add(1)
+			http.NotFound(w, r)
+			return
+		}
+		inst.Server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(noTokenize.Close)
+	for _, c := range []struct {
+		name, url string
+		template  int
+		mismatch  bool
+	}{
+		{"sim", inst.BaseURL, 35, false},
+		{"no /tokenize", noTokenize.URL + "/v1", 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := planIn(t, dir, `server: {urls: [`+c.url+`]}
+defaults: {input_tokens: 48, output_tokens: 2, concurrency: 2, body: {ignore_eos: true}}
+rows:
+  - {id: chat, requests: 6}
+`, nil)
+			res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range records(t, res.Dir, "chat") {
+				if r.Error != nil || r.TemplateTokens != c.template || *r.InputTokens.Server != 48+35 {
+					t.Errorf("seq %d: template %d, input %+v (server %v), error %+v; want %d template tokens of 83", r.Seq, r.TemplateTokens, r.InputTokens, deref(r.InputTokens.Server), r.Error, c.template)
+				}
+			}
+			if ck := res.Summary.Row("chat").Tokens; ck.Mismatch != c.mismatch {
+				t.Errorf("token check %+v; want mismatch %v", ck, c.mismatch)
+			}
+		})
+	}
+	if n := tokenizes.Load(); n != 1 {
+		t.Errorf("the server without /tokenize was asked %d times; want once, then no more", n)
 	}
 }
