@@ -81,7 +81,9 @@ func TestVirtualNonStreamedAnswerLeavesWithItsLastToken(t *testing.T) {
 		t.Errorf("the client read the body at %v; want the last token's release at %v", got, ended)
 	}
 	var out struct {
-		Usage struct{ CompletionTokens int `json:"completion_tokens"` } `json:"usage"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &out); err != nil || out.Usage.CompletionTokens != 20 || resp.StatusCode != 200 {
 		t.Errorf("status %d body %s: want 200 with 20 completion tokens", resp.StatusCode, body)
