@@ -36,20 +36,26 @@ type Options struct {
 	// needs one (ErrNeedBase).
 	Base string
 	// HoldOut names the rows to hold out of the fit. Nil holds out every
-	// third row by load (the second of each three, so held-out rows lie
-	// between fitted ones), at least one when there are two rows or more;
-	// an empty non-nil slice holds out none.
+	// third row by load within each load mode (the second of each three,
+	// never the lowest or highest load, so held-out rows lie between
+	// fitted ones), at least one when there are two rows or more; an empty
+	// non-nil slice holds out none.
 	HoldOut []string
 	// Variant picks the rows of one server variant in a run with
 	// server.variants; empty takes the rows without a variant.
 	Variant string
 	// MaxRequests bounds the requests replayed per row (the first ones in
-	// dispatch order), so that a fit takes seconds: 0 means
-	// DefaultMaxRequests.
+	// dispatch order; at most 200,000 output tokens in any case), so that
+	// a fit takes seconds: 0 means DefaultMaxRequests. A row cut short
+	// no longer leaves the engine as the run's row did, so a built-in
+	// run's later rows are no longer replayed draw for draw.
 	MaxRequests int
 	// MaxEvals bounds the objective's evaluations (each replays every
 	// fitted row); 0 means DefaultMaxEvals.
 	MaxEvals int
+	// Seeds is how many noise draws each row is replayed with, its
+	// figures the mean over them; 0 means DefaultSeeds.
+	Seeds int
 	// Now and Tool stamp the calibration block.
 	Now  time.Time
 	Tool string
@@ -57,8 +63,9 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxRequests = 400
+	DefaultMaxRequests = 2000
 	DefaultMaxEvals    = 400
+	DefaultSeeds       = 3
 )
 
 // ErrNeedBase is returned (wrapped) when the run was not served by the
@@ -90,6 +97,9 @@ func Run(dir string, opts Options) (*Result, error) {
 	}
 	if opts.MaxEvals == 0 {
 		opts.MaxEvals = DefaultMaxEvals
+	}
+	if opts.Seeds == 0 {
+		opts.Seeds = DefaultSeeds
 	}
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -127,30 +137,52 @@ func Run(dir string, opts Options) (*Result, error) {
 	if err := holdOut(r.rows, opts.HoldOut); err != nil {
 		return nil, err
 	}
-	var fit []*row
+	fitN := 0
 	for _, rw := range r.rows {
 		if !rw.heldOut {
-			fit = append(fit, rw)
+			fitN++
 		}
 	}
-	if len(fit) == 0 {
+	if fitN == 0 {
 		return nil, fmt.Errorf("%w: every usable row is held out; hold out fewer", ErrNoUsableRows)
 	}
 
 	sp := newSpace(base, fitted)
-	pr := &problem{rows: fit, semantics: r.manifest.Semantics, space: sp, prior: 1e-4}
+	// Rows are replayed with several seeds and fitted to the mean of
+	// their figures, which is smooth enough for the search to follow: a
+	// single draw's time to first token jumps as users' requests bunch up
+	// one way or another. The first seed is the run's own. A run of the
+	// built-in server then gets a last simplex on that seed alone: rows
+	// replayed in order on one engine draw the noise the run drew, so near
+	// the run's parameters the fit can match it draw for draw. A real
+	// server's noise cannot be replayed; its fit stays on the mean.
+	runSeed := uint64(r.manifest.Server.Declared.Sim.Seed)
+	seeds := make([]uint64, opts.Seeds)
+	for i := range seeds {
+		seeds[i] = runSeed + uint64(i)
+	}
+	pr := &problem{rows: r.order, semantics: r.manifest.Semantics, space: sp, prior: 1e-4, seeds: seeds, weights: allMetrics}
 	x := make([]float64, len(fitted))
 	// A coordinate search first makes the large moves of single
-	// parameters; a simplex then adjusts them together, and a second one
-	// restarted from its best point rescues a simplex that collapsed
-	// early on the objective's fine-scale steps.
+	// parameters (a front end ten times slower than the base's); a
+	// simplex then adjusts them together.
 	fx := pr.cost(x)
 	x, _ = coordinateSearch(pr.cost, x, fx, 2, 0.25, sp, opts.MaxEvals/3)
 	x, _ = nelderMead(pr.cost, x, 0.5, sp, opts.MaxEvals/3, 1e-6)
 	// The noise moves the medians a little (a mean-one log-normal's
-	// median is below one), so the last simplex runs after it.
+	// median is below one), so a last simplex runs after it.
 	pr.fitNoise(x)
-	x, _ = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals-pr.evals, 20), 1e-6)
+	x, fx = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals*5/6-pr.evals, 20), 1e-6)
+	if r.simulated != nil && len(seeds) > 1 {
+		one := &problem{rows: pr.rows, semantics: pr.semantics, space: sp, prior: pr.prior, seeds: seeds[:1], weights: allMetrics}
+		start := one.cost(x)
+		if y, fy := nelderMead(one.cost, x, 0.05, sp, max(opts.MaxEvals-pr.evals, 20), 1e-6); fy < start {
+			x = y
+			seeds = seeds[:1]
+		}
+		pr.evals += one.evals
+	}
+	_ = fx
 	res := &Result{Skipped: r.skipped, Evals: pr.evals}
 	if replicas > 0 && replicas != preset.Config.Replicas {
 		res.Replicas = replicas
@@ -166,7 +198,7 @@ func Run(dir string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("the fitted preset does not validate: %w", err)
 	}
 	res.Config = cfg
-	res.Preset.Calibration = calibration(r, dir, preset.Name, cfg, opts)
+	res.Preset.Calibration = calibration(r, dir, preset.Name, cfg, seeds, opts)
 	return res, nil
 }
 
@@ -195,8 +227,27 @@ func holdOut(rows []*row, names []string) error {
 		}
 		return nil
 	}
-	for i, rw := range rows {
-		rw.heldOut = i%3 == 1
+	// Rows come sorted by load mode, then load. Within each mode, hold
+	// out every third row from the second on, never the first or the
+	// last: a held-out row between fitted ones tests the fit, one beyond
+	// them tests an extrapolation it was never meant for (a front end
+	// that saturates only past the fitted loads).
+	held := 0
+	for start := 0; start < len(rows); {
+		end := start
+		for end < len(rows) && rows[end].plan.Load.Mode == rows[start].plan.Load.Mode {
+			end++
+		}
+		for i := start + 1; i < end-1; i += 3 {
+			rows[i].heldOut = true
+			held++
+		}
+		start = end
+	}
+	if held == 0 && len(rows) >= 2 {
+		// No mode has three rows: hold out the second row, the one
+		// test there is.
+		rows[1].heldOut = true
 	}
 	return nil
 }
@@ -248,7 +299,7 @@ func writeParams(pf *schema.PresetFile, sp *space, x []float64) {
 
 // calibration replays every row, fitted and held out, on the fitted
 // configuration as the preset file writes it, and reports the errors.
-func calibration(r *run, dir, base string, cfg engine.Config, opts Options) *schema.Calibration {
+func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, opts Options) *schema.Calibration {
 	c := &schema.Calibration{
 		Source: dir, Experiment: r.manifest.Experiment.Name, ExperimentSHA256: r.manifest.Experiment.SHA256,
 		Base: base, Date: opts.Now.UTC().Format(time.RFC3339), Tool: opts.Tool,
@@ -256,9 +307,13 @@ func calibration(r *run, dir, base string, cfg engine.Config, opts Options) *sch
 	if r.simulated != nil {
 		c.Replicas = cfg.Replicas
 	}
-	sims := simulateAll(cfg, r.rows, r.manifest.Semantics)
+	simOf := map[*row]simulated{}
+	for i, s := range simulateAll(cfg, r.order, r.manifest.Semantics, seeds) {
+		simOf[r.order[i]] = s
+	}
 	var fitErr, holdErr [numMetrics]*float64
-	for i, rw := range r.rows {
+	for _, rw := range r.rows {
+		sim := simOf[rw]
 		if rw.heldOut {
 			c.HeldOutRows = append(c.HeldOutRows, rw.plan.ID)
 		} else {
@@ -269,8 +324,8 @@ func calibration(r *run, dir, base string, cfg engine.Config, opts Options) *sch
 		for m := range numMetrics {
 			cell := cells[m]
 			cell.Measured = round(rw.measured.get(m), 4)
-			cell.Simulated = round(sims[i].get(m), 4)
-			if mv, sv := rw.measured.get(m), sims[i].get(m); mv != nil && sv != nil && *mv > 0 {
+			cell.Simulated = round(sim.get(m), 4)
+			if mv, sv := rw.measured.get(m), sim.get(m); mv != nil && sv != nil && *mv > 0 {
 				e := 100 * (*sv - *mv) / *mv
 				cell.ErrorPct = round(&e, 2)
 				worst := &fitErr[m]

@@ -43,6 +43,7 @@ func writeMeasuredRun(t *testing.T, cfg engine.Config, preset string, planned []
 		man.Server.Discovered.Simulated = &rundir.Simulated{Preset: preset, Replicas: 1}
 	}
 	sum := metrics.Summary{Format: metrics.SummaryFormat, Experiment: "hidden"}
+	var rows []*row
 	for k, m := range planned {
 		p := schema.PlannedRow{ID: m.id, Base: m.id, Streaming: true, Requests: m.requests, Warmup: 2}
 		if m.rate > 0 {
@@ -64,16 +65,22 @@ func writeMeasuredRun(t *testing.T, cfg engine.Config, preset string, planned []
 			}
 			rw.requests = append(rw.requests, q)
 		}
-		recs, done := replay(cfg, rw)
-		if done < 1 {
-			t.Fatalf("row %s: only %.0f%% of the hidden replay finished", m.id, 100*done)
+		rows = append(rows, rw)
+		man.Rows = append(man.Rows, p)
+	}
+	// One server serves the rows one after another, as a run's does.
+	all, done := replayRun(cfg, rows)
+	for i, rw := range rows {
+		id, recs := rw.plan.ID, all[i]
+		if done[i] < 1 {
+			t.Fatalf("row %s: only %.0f%% of the hidden replay finished", id, 100*done[i])
 		}
-		w, err := dir.CreateRecords(m.id)
+		w, err := dir.CreateRecords(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, rec := range recs {
-			rec.ID, rec.Row = fmt.Sprintf("%s-%d", m.id, i), m.id
+		for j, rec := range recs {
+			rec.ID, rec.Row = fmt.Sprintf("%s-%d", id, j), id
 			if err := w.Write(rec); err != nil {
 				t.Fatal(err)
 			}
@@ -82,11 +89,10 @@ func writeMeasuredRun(t *testing.T, cfg engine.Config, preset string, planned []
 			t.Fatal(err)
 		}
 		s := summarise(recs, rw, man.Semantics)
-		if err := dir.WriteJSON(rundir.RowFile(m.id, rundir.SummaryFile), s); err != nil {
+		if err := dir.WriteJSON(rundir.RowFile(id, rundir.SummaryFile), s); err != nil {
 			t.Fatal(err)
 		}
 		sum.Rows = append(sum.Rows, s)
-		man.Rows = append(man.Rows, p)
 	}
 	if err := dir.WriteJSON(rundir.ManifestFile, man); err != nil {
 		t.Fatal(err)
@@ -114,9 +120,9 @@ func TestFitRecoversHiddenParameters(t *testing.T) {
 	// 32, and two Poisson rates, the same request shape throughout.
 	// Under the race detector, fewer requests per row and fewer
 	// evaluations: the same check, in a quarter of the time.
-	perUser, least, evals := 6, 48, 0
+	perUser, least, evals := 6, 48, 300
 	if raceEnabled {
-		perUser, least, evals = 4, 32, 240
+		perUser, least, evals = 4, 32, 150
 	}
 	var rows []measuredRow
 	for _, c := range []int{1, 2, 4, 8, 16, 32} {
@@ -218,7 +224,7 @@ func TestFitNoise(t *testing.T) {
 	}
 	start := base.Config
 	start.FrontEnd.RequestLatency = hidden.FrontEnd.RequestLatency
-	pr := &problem{rows: r.rows, semantics: r.manifest.Semantics, space: newSpace(start, fitted)}
+	pr := &problem{rows: r.rows, semantics: r.manifest.Semantics, space: newSpace(start, fitted), seeds: []uint64{0}}
 	changed := pr.fitNoise(make([]float64, len(fitted)))
 	got := pr.space.base.FrontEnd.LatencySpread
 	t.Logf("changed %v: latency_spread %.3f in %d replays", changed, got, pr.evals)

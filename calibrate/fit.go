@@ -117,6 +117,9 @@ func (s *space) config(x []float64) engine.Config {
 
 // problem is one fit: the rows, and the measured figures to match.
 type problem struct {
+	// rows are every usable row in the run's order, held-out ones
+	// included: they are replayed (they moved the server's state between
+	// the fitted rows) but not scored.
 	rows      []*row
 	semantics string
 	space     *space
@@ -126,6 +129,12 @@ type problem struct {
 	// keep one they do not (attention efficiency in a decode-bound run)
 	// at the base preset's value instead of wandering.
 	prior float64
+	// seeds are the engine seeds each row is replayed with
+	// (simulateAll).
+	seeds []uint64
+	// weights weigh the metrics' errors: a stage of the fit that moves
+	// the engine's parameters looks at time per output token alone.
+	weights [numMetrics]float64
 	evals int
 }
 
@@ -136,10 +145,12 @@ type problem struct {
 func (pr *problem) cost(x []float64) float64 {
 	pr.evals++
 	cfg := pr.space.config(x)
-	sims := simulateAll(cfg, pr.rows, pr.semantics)
+	sims := simulateAll(cfg, pr.rows, pr.semantics, pr.seeds)
 	total := 0.0
 	for i, rw := range pr.rows {
-		total += rowCost(rw.measured, sims[i])
+		if !rw.heldOut {
+			total += rowCost(rw.measured, sims[i], pr.weights)
+		}
 	}
 	for i := range x {
 		total += pr.prior * x[i] * x[i]
@@ -147,15 +158,27 @@ func (pr *problem) cost(x []float64) float64 {
 	return total
 }
 
+// robustScale is the log error (about 10%) beyond which a row's misfit
+// counts less than its square: robust is the Cauchy loss, e² for small
+// errors, growing only logarithmically past the scale. One row whose time
+// to first token is an outlier of its draw of the noise (the users'
+// requests bunched up) would otherwise pull every parameter towards it and
+// spoil the rows that fit.
+const robustScale = 0.1
+
+func robust(e float64) float64 {
+	return robustScale * robustScale * math.Log1p(e*e/(robustScale*robustScale))
+}
+
 // missingCost stands for a figure the replay could not produce: as bad as
 // a factor of e off.
 const missingCost = 1.0
 
-func rowCost(meas figures, sim simulated) float64 {
+func rowCost(meas figures, sim simulated, weights [numMetrics]float64) float64 {
 	total := 0.0
 	for m := range numMetrics {
 		mv := meas.get(m)
-		if mv == nil {
+		if mv == nil || weights[m] == 0 {
 			continue
 		}
 		sv := sim.get(m)
@@ -163,8 +186,7 @@ func rowCost(meas figures, sim simulated) float64 {
 			total += missingCost
 			continue
 		}
-		e := math.Log(*sv / *mv)
-		total += e * e
+		total += weights[m] * robust(math.Log(*sv / *mv))
 	}
 	if sim.done < 1 {
 		total += missingCost * (1 - sim.done) * numMetrics
@@ -172,25 +194,72 @@ func rowCost(meas figures, sim simulated) float64 {
 	return total
 }
 
-// simulateAll replays every row on cfg, rows in parallel: each replay is
-// its own engine, and the fit's time is almost all here.
-func simulateAll(cfg engine.Config, rows []*row, semantics string) []simulated {
-	out := make([]simulated, len(rows))
-	workers := min(runtime.GOMAXPROCS(0), len(rows))
-	next := make(chan int)
+// simulateAll replays rows (in the run's order) on cfg once per seed,
+// each seed's replay one engine serving the rows one after another
+// (replayRun), the seeds in parallel, and gives each row the geometric mean
+// of its figures over the seeds. Under load a closed loop's time to first
+// token depends on how the users' requests happen to bunch up, and one
+// draw of the noise can put a p50 15% from another's; for a real server,
+// whose draws cannot be replayed, fitting to the mean over seeds fits the
+// parameters rather than one draw of the noise.
+func simulateAll(cfg engine.Config, rows []*row, semantics string, seeds []uint64) []simulated {
+	per := make([][]simulated, len(seeds))
 	var wg sync.WaitGroup
-	for range workers {
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for k, seed := range seeds {
 		wg.Go(func() {
-			for i := range next {
-				out[i] = simulate(cfg, rows[i], semantics)
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c := cfg
+			c.Seed = seed
+			recs, done := replayRun(c, rows)
+			per[k] = make([]simulated, len(rows))
+			for i, rw := range rows {
+				per[k][i] = figuresOf(summarise(recs[i], rw, semantics), done[i])
 			}
 		})
 	}
-	for i := range rows {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
+	out := make([]simulated, len(rows))
+	for i := range rows {
+		reps := make([]simulated, len(seeds))
+		for k := range seeds {
+			reps[k] = per[k][i]
+		}
+		out[i] = meanOver(reps)
+	}
+	return out
+}
+
+// meanOver combines one row's replays: each figure the geometric mean of
+// the replays that have it, the share done the least of them.
+func meanOver(reps []simulated) simulated {
+	if len(reps) == 1 {
+		return reps[0]
+	}
+	out := simulated{done: 1}
+	geo := func(get func(simulated) *float64) *float64 {
+		sum, n := 0.0, 0
+		for _, r := range reps {
+			if v := get(r); v != nil && *v > 0 {
+				sum += math.Log(*v)
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		return ptr(math.Exp(sum / float64(n)))
+	}
+	out.ttftP50 = geo(func(r simulated) *float64 { return r.ttftP50 })
+	out.tpotP50 = geo(func(r simulated) *float64 { return r.tpotP50 })
+	out.outputTPS = geo(func(r simulated) *float64 { return r.outputTPS })
+	out.ttftTail = geo(func(r simulated) *float64 { return r.ttftTail })
+	out.tpotTail = geo(func(r simulated) *float64 { return r.tpotTail })
+	out.cacheHit = geo(func(r simulated) *float64 { return r.cacheHit })
+	for _, r := range reps {
+		out.done = min(out.done, r.done)
+	}
 	return out
 }
 
@@ -342,11 +411,11 @@ var noiseParams = []noiseParam{
 // false when no row measured it.
 func (pr *problem) tailCost(x []float64, n noiseParam) (float64, bool) {
 	pr.evals++
-	sims := simulateAll(pr.space.config(x), pr.rows, pr.semantics)
+	sims := simulateAll(pr.space.config(x), pr.rows, pr.semantics, pr.seeds)
 	total, any := 0.0, false
 	for i, rw := range pr.rows {
 		mv := n.metric(rw.measured)
-		if mv == nil {
+		if mv == nil || rw.heldOut {
 			continue
 		}
 		any = true
@@ -401,3 +470,6 @@ func (pr *problem) fitNoise(x []float64) []string {
 	}
 	return changed
 }
+
+// allMetrics weighs every metric alike.
+var allMetrics = [numMetrics]float64{1, 1, 1}

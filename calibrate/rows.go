@@ -53,6 +53,11 @@ type figures struct {
 	ttftTail, tpotTail *float64
 }
 
+// maxReplayTokens bounds the output tokens replayed per row, whatever
+// Options.MaxRequests allows: each is an engine event, and the fit replays
+// every row hundreds of times.
+const maxReplayTokens = 200_000
+
 // minTailSamples is the fewest samples a p90 ÷ p50 is read from: below it
 // the p90 is one or two requests.
 const minTailSamples = 30
@@ -87,7 +92,8 @@ const (
 type run struct {
 	dir       *rundir.Dir
 	manifest  *rundir.Manifest
-	rows      []*row
+	rows      []*row // by load mode, then load
+	order     []*row // the same rows in the order the run ran them
 	skipped   []string // "row: why", for the report
 	simulated *rundir.Simulated
 }
@@ -122,6 +128,7 @@ func readRun(path string, opts Options) (*run, error) {
 	if len(r.rows) == 0 {
 		return r, fmt.Errorf("%w in %s: %d rows, none the fit can replay (%s)", ErrNoUsableRows, path, len(man.Rows), joinSkipped(r.skipped))
 	}
+	r.order = slices.Clone(r.rows)
 	slices.SortStableFunc(r.rows, func(a, b *row) int {
 		if c := cmp.Compare(a.plan.Load.Mode, b.plan.Load.Mode); c != 0 {
 			return c
@@ -230,8 +237,15 @@ func (r *run) readRow(p schema.PlannedRow, top *metrics.Summary, opts Options) (
 		if out < 1 {
 			return nil
 		}
+		// What the server found cached was shared with an earlier
+		// request, whatever the client declared: a chat template's
+		// system prefix, say. The replay shares it too.
+		shared := rec.SharedTokens
+		if rec.CachedTokens != nil {
+			shared = max(shared, *rec.CachedTokens)
+		}
 		rw.requests = append(rw.requests, request{seq: rec.Seq, scheduled: rec.ScheduledNS, prompt: max(rec.InputTokens.Count(), 1), output: out,
-			shared: rec.SharedTokens, warmup: rec.Warmup})
+			shared: shared, warmup: rec.Warmup})
 		return nil
 	})
 	if err != nil {
@@ -242,6 +256,14 @@ func (r *run) readRow(p schema.PlannedRow, top *metrics.Summary, opts Options) (
 	slices.SortStableFunc(rw.requests, func(a, b request) int { return cmp.Compare(a.seq, b.seq) })
 	if opts.MaxRequests > 0 && len(rw.requests) > opts.MaxRequests {
 		rw.requests = rw.requests[:opts.MaxRequests]
+	}
+	tokens := 0
+	for i, q := range rw.requests {
+		tokens += q.output
+		if tokens > maxReplayTokens && i > 0 {
+			rw.requests = rw.requests[:i]
+			break
+		}
 	}
 	measuredN := 0
 	for _, q := range rw.requests {

@@ -30,7 +30,11 @@ type simulated struct {
 // summaries used, so that measured and simulated figures mean the same.
 func simulate(cfg engine.Config, rw *row, semantics string) simulated {
 	recs, done := replay(cfg, rw)
-	s := summarise(recs, rw, semantics)
+	return figuresOf(summarise(recs, rw, semantics), done)
+}
+
+// figuresOf reads a replayed row's figures from its summary.
+func figuresOf(s metrics.RowSummary, done float64) simulated {
 	out := simulated{done: done}
 	if s.Metrics.TTFT.Count > 0 && s.Metrics.TTFT.P50 > 0 {
 		out.ttftP50 = ptr(s.Metrics.TTFT.P50)
@@ -62,13 +66,46 @@ func summarise(recs []*metrics.Record, rw *row, semantics string) metrics.RowSum
 	return agg.Summary(rw.plan.ID, rw.plan.Base, metrics.RowComplete)
 }
 
-// replay runs rw's requests on cfg and returns their records (nil for a
-// request never sent) and the share of them that finished.
+// replay runs rw's requests on a fresh engine on cfg and returns their
+// records (nil for a request never sent) and the share of them that
+// finished.
 func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 	c, err := engine.New(cfg)
 	if err != nil {
 		return nil, 0
 	}
+	next := firstUnique
+	return replayOn(c, rw, &next)
+}
+
+// firstUnique is the first prompt token id no request shares: ids below
+// it are the shared prefix, the same for every request.
+const firstUnique = 1 << 20
+
+// replayRun replays rows in the order given on one engine, each row
+// starting when the one before has drained, as one server serves a run's
+// rows one after the other: what the earlier rows left in the prefix cache
+// and how far they moved the engine's noise carry over. A run of the
+// built-in server replayed on its own parameters and seed this way gives
+// back the run's own noise.
+func replayRun(cfg engine.Config, rows []*row) ([][]*metrics.Record, []float64) {
+	recs := make([][]*metrics.Record, len(rows))
+	done := make([]float64, len(rows))
+	c, err := engine.New(cfg)
+	if err != nil {
+		return recs, done
+	}
+	next := firstUnique // unique across rows: one row's prompts must not hit another's
+	for i, rw := range rows {
+		recs[i], done[i] = replayOn(c, rw, &next)
+	}
+	return recs, done
+}
+
+// replayOn replays rw on c from c's current time, which is the row's time
+// zero, drawing prompt ids no request shares from *nextToken.
+func replayOn(c *engine.Cluster, rw *row, nextToken *int) ([]*metrics.Record, float64) {
+	origin := c.Now()
 	reqs := rw.requests
 	recs := make([]*metrics.Record, len(reqs))
 	finished := 0
@@ -76,15 +113,14 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 	// Prompt ids: a row-wide shared prefix for each request's shared
 	// tokens, then ids no other request uses, so the prefix cache hits
 	// what the workload shares and nothing else.
-	nextToken := 1 << 20
 	prompt := func(q request) []int {
 		ids := make([]int, q.prompt)
 		for i := range ids {
 			if i < q.shared {
 				ids[i] = i + 1
 			} else {
-				ids[i] = nextToken
-				nextToken++
+				ids[i] = *nextToken
+				*nextToken++
 			}
 		}
 		return ids
@@ -99,7 +135,7 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 		q.output = min(q.output, maxLen-1)
 		q.prompt = max(min(q.prompt, maxLen-q.output), 1)
 		q.shared = min(q.shared, q.prompt)
-		start := c.Now()
+		start := c.Now() - origin
 		rec := &metrics.Record{
 			Seq: int64(i), Warmup: q.warmup, Stream: rw.plan.Streaming,
 			ScheduledNS: int64(scheduled), StartNS: int64(start),
@@ -117,7 +153,7 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 		}
 		r := &engine.Request{Prompt: prompt(q), Output: q.output}
 		r.Deliver = func(k int, at time.Duration) {
-			rel := int64(at - start)
+			rel := int64(at - origin - start)
 			if k == 0 {
 				rec.FirstTokenNS, rec.FirstChoiceNS = rel, rel
 			}
@@ -142,7 +178,7 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 		done = func() {
 			if nextID < len(reqs) {
 				nextID++
-				send(nextID-1, c.Now())
+				send(nextID-1, c.Now()-origin)
 			}
 		}
 		for range min(max(rw.plan.Load.Concurrency, 1), len(reqs)) {
@@ -165,7 +201,7 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 				planned = i
 				break
 			}
-			c.RunUntil(at)
+			c.RunUntil(origin + at)
 			if limit > 0 && inflight >= limit {
 				queue = append(queue, i)
 				continue
@@ -174,7 +210,7 @@ func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
 		}
 	}
 	for finished < planned {
-		if !c.Step() || c.Now() > maxVirtual {
+		if !c.Step() || c.Now()-origin > maxVirtual {
 			break
 		}
 	}
