@@ -135,7 +135,7 @@ type problem struct {
 	// weights weigh the metrics' errors: a stage of the fit that moves
 	// the engine's parameters looks at time per output token alone.
 	weights [numMetrics]float64
-	evals int
+	evals   int
 }
 
 // cost is the sum over rows and metrics of the squared log error, plus the

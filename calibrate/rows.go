@@ -92,8 +92,8 @@ const (
 type run struct {
 	dir       *rundir.Dir
 	manifest  *rundir.Manifest
-	rows      []*row // by load mode, then load
-	order     []*row // the same rows in the order the run ran them
+	rows      []*row   // by load mode, then load
+	order     []*row   // the same rows in the order the run ran them
 	skipped   []string // "row: why", for the report
 	simulated *rundir.Simulated
 }

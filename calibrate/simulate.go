@@ -22,17 +22,6 @@ type simulated struct {
 	done float64
 }
 
-// simulate replays rw on cfg on the engine's virtual clock: the row's own
-// requests, with their measured prompt and output lengths, sent as its load
-// pattern sent them (a closed loop of its concurrency, or the measured
-// schedule for rate and trace rows, under its max_concurrency), and
-// summarises the result with the same code and semantics the run's
-// summaries used, so that measured and simulated figures mean the same.
-func simulate(cfg engine.Config, rw *row, semantics string) simulated {
-	recs, done := replay(cfg, rw)
-	return figuresOf(summarise(recs, rw, semantics), done)
-}
-
 // figuresOf reads a replayed row's figures from its summary.
 func figuresOf(s metrics.RowSummary, done float64) simulated {
 	out := simulated{done: done}
@@ -64,18 +53,6 @@ func summarise(recs []*metrics.Record, rw *row, semantics string) metrics.RowSum
 		}
 	}
 	return agg.Summary(rw.plan.ID, rw.plan.Base, metrics.RowComplete)
-}
-
-// replay runs rw's requests on a fresh engine on cfg and returns their
-// records (nil for a request never sent) and the share of them that
-// finished.
-func replay(cfg engine.Config, rw *row) ([]*metrics.Record, float64) {
-	c, err := engine.New(cfg)
-	if err != nil {
-		return nil, 0
-	}
-	next := firstUnique
-	return replayOn(c, rw, &next)
 }
 
 // firstUnique is the first prompt token id no request shares: ids below
