@@ -167,22 +167,20 @@ func Run(dir string, opts Options) (*Result, error) {
 	// parameters (a front end ten times slower than the base's); a
 	// simplex then adjusts them together.
 	fx := pr.cost(x)
-	x, _ = coordinateSearch(pr.cost, x, fx, 2, 0.25, sp, opts.MaxEvals/3)
-	x, _ = nelderMead(pr.cost, x, 0.5, sp, opts.MaxEvals/3, 1e-6)
+	x, _ = coordinateSearch(pr.cost, x, fx, 2, 0.25, sp, opts.MaxEvals/4)
+	x, _ = nelderMead(pr.cost, x, 0.5, sp, opts.MaxEvals/4, 1e-6)
 	// The noise moves the medians a little (a mean-one log-normal's
-	// median is below one), so a last simplex runs after it.
+	// median is below one), so a simplex runs after it.
 	pr.fitNoise(x)
-	x, fx = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals*5/6-pr.evals, 20), 1e-6)
+	x, _ = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals*5/8-pr.evals, 20), 1e-6)
 	if r.simulated != nil && len(seeds) > 1 {
-		one := &problem{rows: pr.rows, semantics: pr.semantics, space: sp, prior: pr.prior, seeds: seeds[:1], weights: allMetrics}
-		start := one.cost(x)
-		if y, fy := nelderMead(one.cost, x, 0.05, sp, max(opts.MaxEvals-pr.evals, 20), 1e-6); fy < start {
-			x = y
-			seeds = seeds[:1]
-		}
+		// The run's own draw of the noise: what a run of the preset with
+		// the same seed will give, and what the calibration reports.
+		seeds = seeds[:1]
+		one := &problem{rows: pr.rows, semantics: pr.semantics, space: sp, prior: pr.prior, seeds: seeds, weights: allMetrics}
+		x, _ = nelderMead(one.cost, x, 0.1, sp, max(opts.MaxEvals-pr.evals, 20), 1e-6)
 		pr.evals += one.evals
 	}
-	_ = fx
 	res := &Result{Skipped: r.skipped, Evals: pr.evals}
 	if replicas > 0 && replicas != preset.Config.Replicas {
 		res.Replicas = replicas

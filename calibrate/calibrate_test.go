@@ -120,9 +120,10 @@ func TestFitRecoversHiddenParameters(t *testing.T) {
 	// 32, and two Poisson rates, the same request shape throughout.
 	// Under the race detector, fewer requests per row and fewer
 	// evaluations: the same check, in a quarter of the time.
-	perUser, least, evals := 6, 48, 300
+	perUser, least, evals, seeds := 6, 48, 300, 0
 	if raceEnabled {
-		perUser, least, evals = 4, 32, 150
+		// Under the race detector, smaller rows and fewer replays.
+		perUser, least, evals, seeds = 4, 32, 150, 0
 	}
 	var rows []measuredRow
 	for _, c := range []int{1, 2, 4, 8, 16, 32} {
@@ -131,7 +132,7 @@ func TestFitRecoversHiddenParameters(t *testing.T) {
 	rows = append(rows, measuredRow{id: "rate=2", rate: 2, requests: 30, input: 1024, output: 64},
 		measuredRow{id: "rate=6", rate: 6, requests: 40, input: 1024, output: 64})
 	dir := writeMeasuredRun(t, hidden, "llama-3.1-8b-h100", rows)
-	res, err := Run(dir, Options{Tool: "test", MaxEvals: evals})
+	res, err := Run(dir, Options{Tool: "test", MaxEvals: evals, Seeds: seeds})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type row struct {
 	cacheHit *float64
 	load     float64 // concurrency or rate, to order rows by load
 	heldOut  bool
+	// truncated says the replay keeps only the first of the row's
+	// requests (Options.MaxRequests, maxReplayTokens).
+	truncated bool
 }
 
 // figures are the three numbers the fit matches. An absent figure (the
@@ -255,13 +258,13 @@ func (r *run) readRow(p schema.PlannedRow, top *metrics.Summary, opts Options) (
 	// the order the load pattern did, the first MaxRequests of them.
 	slices.SortStableFunc(rw.requests, func(a, b request) int { return cmp.Compare(a.seq, b.seq) })
 	if opts.MaxRequests > 0 && len(rw.requests) > opts.MaxRequests {
-		rw.requests = rw.requests[:opts.MaxRequests]
+		rw.requests, rw.truncated = rw.requests[:opts.MaxRequests], true
 	}
 	tokens := 0
 	for i, q := range rw.requests {
 		tokens += q.output
 		if tokens > maxReplayTokens && i > 0 {
-			rw.requests = rw.requests[:i]
+			rw.requests, rw.truncated = rw.requests[:i], true
 			break
 		}
 	}

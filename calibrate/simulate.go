@@ -84,7 +84,26 @@ func replayRun(cfg engine.Config, rows []*row) ([][]*metrics.Record, []float64) 
 func replayOn(c *engine.Cluster, rw *row, nextToken *int) ([]*metrics.Record, float64) {
 	origin := c.Now()
 	reqs := rw.requests
-	recs := make([]*metrics.Record, len(reqs))
+	// A closed-loop row that ran for a duration sent as many requests as
+	// its server's speed allowed: the replay sends as many as the
+	// replayed server's allows, stopping as the runner does, at the
+	// duration after the first measured request, and cycles through the
+	// measured lengths if it needs more. Sending the run's count instead
+	// would end the row early or late, and leave the engine's noise for
+	// the next rows drawn a different number of times.
+	limit := len(reqs)
+	byDuration := rw.plan.Load.Mode == schema.ModeConcurrency && rw.plan.Duration > 0 && rw.plan.Requests == 0 && !rw.truncated
+	if byDuration {
+		limit = 2*len(reqs) + 16
+	}
+	warmN := 0
+	for _, q := range reqs {
+		if q.warmup {
+			warmN++
+		}
+	}
+	firstMeasured := time.Duration(-1)
+	recs := make([]*metrics.Record, limit)
 	finished := 0
 	nextID := 0
 	// Prompt ids: a row-wide shared prefix for each request's shared
@@ -108,7 +127,11 @@ func replayOn(c *engine.Cluster, rw *row, nextToken *int) ([]*metrics.Record, fl
 	var send func(i int, scheduled time.Duration)
 	var done func()
 	send = func(i int, scheduled time.Duration) {
-		q := reqs[i]
+		q := reqs[i%len(reqs)]
+		q.warmup = i < warmN
+		if !q.warmup && firstMeasured < 0 {
+			firstMeasured = c.Now() - origin
+		}
 		q.output = min(q.output, maxLen-1)
 		q.prompt = max(min(q.prompt, maxLen-q.output), 1)
 		q.shared = min(q.shared, q.prompt)
@@ -153,12 +176,15 @@ func replayOn(c *engine.Cluster, rw *row, nextToken *int) ([]*metrics.Record, fl
 	switch mode {
 	case schema.ModeConcurrency:
 		done = func() {
-			if nextID < len(reqs) {
+			if byDuration && firstMeasured >= 0 && c.Now()-origin-firstMeasured >= time.Duration(rw.plan.Duration) {
+				return // the row's duration is over: this user stops
+			}
+			if nextID < limit {
 				nextID++
 				send(nextID-1, c.Now()-origin)
 			}
 		}
-		for range min(max(rw.plan.Load.Concurrency, 1), len(reqs)) {
+		for range min(max(rw.plan.Load.Concurrency, 1), limit) {
 			nextID++
 			send(nextID-1, 0)
 		}
@@ -186,12 +212,18 @@ func replayOn(c *engine.Cluster, rw *row, nextToken *int) ([]*metrics.Record, fl
 			send(i, at)
 		}
 	}
-	for finished < planned {
+	if byDuration {
+		planned = -1 // known only as users stop
+	}
+	for finished < planned || (planned < 0 && finished < nextID) {
 		if !c.Step() || c.Now()-origin > maxVirtual {
 			break
 		}
 	}
-	return recs, float64(finished) / float64(max(planned, 1))
+	if planned < 0 {
+		planned = nextID
+	}
+	return recs[:max(planned, nextID)], float64(finished) / float64(max(planned, 1))
 }
 
 func ptrInt(v int) *int { return &v }

@@ -230,3 +230,31 @@ func asProblems(err error, out *Problems) bool {
 	}
 	return ok
 }
+
+// ApplyPresetFile applies the preset file at path to settings given outside
+// an experiment (infermatrix sim --preset-file), with the same precedence:
+// keys already set in s win over the file's. An empty s.Preset takes the
+// file's base; another preset is an error.
+func (s *SimSettings) ApplyPresetFile(path string) error {
+	data, err := readPresetFile(path)
+	if err != nil {
+		return fmt.Errorf("preset file: %w", err)
+	}
+	pf, probs := ParsePresetFile(path, data)
+	if len(probs) > 0 {
+		return probs
+	}
+	switch {
+	case s.Preset == "":
+		s.Preset = pf.Base
+	case !strings.EqualFold(s.Preset, pf.Base):
+		return fmt.Errorf("preset %s contradicts the preset file's base %s", s.Preset, pf.Base)
+	}
+	fillUnset(reflect.ValueOf(&s.Engine).Elem(), reflect.ValueOf(pf.Engine))
+	fillUnset(reflect.ValueOf(&s.FrontEnd).Elem(), reflect.ValueOf(pf.FrontEnd))
+	if c := pf.Calibration.Summary(); c != nil {
+		c.File = path
+		s.Calibration = c
+	}
+	return nil
+}

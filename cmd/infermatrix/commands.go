@@ -55,6 +55,7 @@ or left out), 130 interrupted.`,
 		newHistoryCmd(stdout, stderr),
 		newCompareCmd(stdout, stderr),
 		newSimCmd(ctx, stdout, stderr),
+		newCalibrateCmd(stdout, stderr),
 		newSchemaCmd(stdout),
 		newVersionCmd(stdout),
 	)
@@ -453,6 +454,7 @@ func newSimCmd(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		// neither, the preset decides.
 		prefixCaching, noPrefixCaching bool
 	)
+	var presetFile string // a fitted preset (infermatrix calibrate)
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Serve the built-in simulated OpenAI-compatible server",
@@ -476,6 +478,14 @@ prefill-only work through the same engine.`,
 				return withCode(exitUsage, fmt.Errorf("--ttft and --itl apply to --preset fixed; preset %s models its own latencies", settings.Preset))
 			}
 			settings.TTFT, settings.ITL = schema.Duration(ttft), schema.Duration(itl)
+			if presetFile != "" {
+				if !cmd.Flags().Changed("preset") {
+					settings.Preset = "" // the file's base
+				}
+				if err := settings.ApplyPresetFile(presetFile); err != nil {
+					return withCode(exitUsage, err)
+				}
+			}
 			switch {
 			case prefixCaching && noPrefixCaching:
 				return withCode(exitUsage, errors.New("--enable-prefix-caching and --no-enable-prefix-caching contradict each other"))
@@ -525,6 +535,7 @@ prefill-only work through the same engine.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "address to listen on")
 	f.BoolVar(&listenAny, "listen-any", false, "allow a non-loopback address (the server has no authentication)")
 	f.StringVar(&settings.Preset, "preset", schema.DefaultSimPreset, "engine model: "+strings.Join(engine.PresetNames(), ", ")+", or "+schema.PresetFixed)
+	f.StringVar(&presetFile, "preset-file", "", "a preset file (base preset plus engine and front-end keys), as infermatrix calibrate writes it; flags set here override it")
 	f.StringVar(&settings.Model, "model", "", "model name to serve (default: the preset's)")
 	f.IntVar(&settings.MaxModelLen, "max-model-len", 0, "context limit in tokens (default: the preset's)")
 	f.IntVar(&settings.Replicas, "replicas", 0, "data-parallel engine replicas behind the one port (default: the preset's, 1 or 8)")
