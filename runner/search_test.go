@@ -17,7 +17,10 @@ import (
 
 // searchServer is a built-in server whose limit sits low and sharp: four
 // sequences at a time, so from five users on a request is always waiting
-// for a batch slot, and up to four none waits longer than a step. The rule
+// for a batch slot, and up to four none waits longer than a step. At five
+// the fifth user waits about half the time (between its requests and in the
+// front end it is not in the engine's queue), so the rule's bound sits at a
+// quarter, well clear of both four (about zero) and five. The rule
 // reads the server's queue (its gauge, scraped every 100 ms) rather than a
 // latency, which the test machine's other work would blur. Checks that
 // read that machine's own load are off: other tests share its cores.
@@ -36,7 +39,7 @@ func TestSearchAgreesWithSweep(t *testing.T) {
   - {id: sat, search: {concurrency: {min: 3, max: 6}}}
   - {id: grid, sweep: {concurrency: [3, 4, 5, 6]}}
 acceptance:
-  - {name: slo, rows: [sat, grid], sweep: operating_point, expect: server.num_requests_waiting.mean < 0.5}
+  - {name: slo, rows: [sat, grid], sweep: operating_point, expect: server.num_requests_waiting.mean < 0.25}
 `)
 	res, err := Run(context.Background(), p, Options{Out: filepath.Join(t.TempDir(), "run")})
 	if err != nil {
