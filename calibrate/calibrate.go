@@ -81,6 +81,10 @@ type Result struct {
 	Config engine.Config
 	// Skipped lists the rows the fit could not use, "row: why".
 	Skipped []string
+	// Checks are what the run's own telemetry says against the replay:
+	// rows whose server-reported prefix-cache hit ratio the replay does
+	// not reproduce, whose figures then deserve less trust.
+	Checks []string
 	// Evals is how many times the rows were replayed.
 	Evals int
 	// Replicas is the run's replica count when the built-in server
@@ -196,7 +200,7 @@ func Run(dir string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("the fitted preset does not validate: %w", err)
 	}
 	res.Config = cfg
-	res.Preset.Calibration = calibration(r, dir, preset.Name, cfg, seeds, opts)
+	res.Preset.Calibration, res.Checks = calibration(r, dir, preset.Name, cfg, seeds, opts)
 	return res, nil
 }
 
@@ -297,7 +301,7 @@ func writeParams(pf *schema.PresetFile, sp *space, x []float64) {
 
 // calibration replays every row, fitted and held out, on the fitted
 // configuration as the preset file writes it, and reports the errors.
-func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, opts Options) *schema.Calibration {
+func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, opts Options) (*schema.Calibration, []string) {
 	c := &schema.Calibration{
 		Source: dir, Experiment: r.manifest.Experiment.Name, ExperimentSHA256: r.manifest.Experiment.SHA256,
 		Base: base, Date: opts.Now.UTC().Format(time.RFC3339), Tool: opts.Tool,
@@ -308,6 +312,14 @@ func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, op
 	simOf := map[*row]simulated{}
 	for i, s := range simulateAll(cfg, r.order, r.manifest.Semantics, seeds) {
 		simOf[r.order[i]] = s
+	}
+	var checks []string
+	for _, rw := range r.rows {
+		sim := simOf[rw]
+		if rw.cacheHit != nil && sim.cacheHit != nil && math.Abs(*rw.cacheHit-*sim.cacheHit) > 0.05 {
+			checks = append(checks, fmt.Sprintf("%s: the server found %.0f%% of prompt tokens in its prefix cache, the replay %.0f%%: its prompts shared what the records do not say, and its TTFT fit is less trustworthy",
+				rw.plan.ID, 100**rw.cacheHit, 100**sim.cacheHit))
+		}
 	}
 	var fitErr, holdErr [numMetrics]*float64
 	for _, rw := range r.rows {
@@ -342,7 +354,7 @@ func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, op
 	}
 	set(&c.Error.Fitted, fitErr)
 	set(&c.Error.HeldOut, holdErr)
-	return c
+	return c, checks
 }
 
 // round rounds to the given significant digits after the point, keeping

@@ -235,3 +235,30 @@ func TestFitNoise(t *testing.T) {
 		t.Errorf("latency_spread %.3f, want 0.5 ± 0.1", got)
 	}
 }
+
+// TestCacheCheck checks that a row whose server-reported prefix-cache hit
+// ratio the replay does not reproduce is called out: its prompts shared
+// more than the records say, and its fit deserves less trust.
+func TestCacheCheck(t *testing.T) {
+	base, _ := engine.LookupPreset("llama-3.1-8b-h100")
+	dir := writeMeasuredRun(t, base.Config, "llama-3.1-8b-h100", []measuredRow{
+		{id: "a", concurrency: 2, requests: 8, input: 256, output: 8},
+		{id: "b", concurrency: 4, requests: 8, input: 256, output: 8},
+	})
+	d := &rundir.Dir{Path: dir}
+	sum, err := d.Summary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum.Rows[1].Cache = metrics.Cache{Requests: 8, PromptTokens: 2048, CachedTokens: 1024, HitRatio: 0.5}
+	if err := d.WriteJSON(rundir.SummaryFile, sum); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(dir, Options{MaxEvals: 4, Seeds: 1, HoldOut: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Checks) != 1 || !strings.HasPrefix(res.Checks[0], "b: the server found 50% of prompt tokens in its prefix cache, the replay 0%") {
+		t.Errorf("checks: %q", res.Checks)
+	}
+}

@@ -90,6 +90,9 @@ preset, a --hold-out row the run does not have).`,
 			for _, s := range res.Skipped {
 				fmt.Fprintf(stderr, "left out %s\n", textsafe.TerminalLine(s))
 			}
+			for _, c := range res.Checks {
+				fmt.Fprintf(stderr, "check %s\n", textsafe.TerminalLine(c))
+			}
 			res.Table(stdout)
 			if dir := filepath.Dir(out); dir != "." {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
