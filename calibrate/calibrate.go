@@ -156,10 +156,12 @@ func Run(dir string, opts Options) (*Result, error) {
 	// their figures, which is smooth enough for the search to follow: a
 	// single draw's time to first token jumps as users' requests bunch up
 	// one way or another. The first seed is the run's own. A run of the
-	// built-in server then gets a last simplex on that seed alone: rows
-	// replayed in order on one engine draw the noise the run drew, so near
-	// the run's parameters the fit can match it draw for draw. A real
-	// server's noise cannot be replayed; its fit stays on the mean.
+	// built-in server on its virtual clock then gets a last simplex on
+	// that seed alone: rows replayed in order on one engine draw the
+	// noise the run drew, so near the run's parameters the fit can match
+	// it draw for draw. The noise of a real server, or of the built-in one
+	// in real time (whose steps land where the wall clock lets them),
+	// cannot be replayed; its fit stays on the mean.
 	runSeed := uint64(r.manifest.Server.Declared.Sim.Seed)
 	seeds := make([]uint64, opts.Seeds)
 	for i := range seeds {
@@ -177,7 +179,7 @@ func Run(dir string, opts Options) (*Result, error) {
 	// median is below one), so a simplex runs after it.
 	pr.fitNoise(x)
 	x, _ = nelderMead(pr.cost, x, 0.2, sp, max(opts.MaxEvals*5/8-pr.evals, 20), 1e-6)
-	if r.simulated != nil && len(seeds) > 1 {
+	if r.simulated != nil && r.manifest.Virtual && len(seeds) > 1 {
 		// The run's own draw of the noise: what a run of the preset with
 		// the same seed will give, and what the calibration reports.
 		seeds = seeds[:1]
@@ -314,6 +316,31 @@ func calibration(r *run, dir, base string, cfg engine.Config, seeds []uint64, op
 		simOf[r.order[i]] = s
 	}
 	var checks []string
+	// How far one draw of the noise is from another, per row and
+	// metric: a fit cannot be held to less than that, and a reader should
+	// know where it is large (short rows, a heavy request-path tail).
+	spreadSeeds := seeds
+	if len(spreadSeeds) < 3 {
+		spreadSeeds = []uint64{seeds[0], seeds[0] + 1, seeds[0] + 2}
+	}
+	draws := make([][]simulated, len(spreadSeeds))
+	for k, seed := range spreadSeeds {
+		draws[k] = simulateAll(cfg, r.order, r.manifest.Semantics, []uint64{seed})
+	}
+	for i, rw := range r.order {
+		for m := range numMetrics {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for k := range draws {
+				if v := draws[k][i].get(m); v != nil {
+					lo, hi = min(lo, *v), max(hi, *v)
+				}
+			}
+			if lo > 0 && !math.IsInf(hi, 0) && hi/lo > 1.2 {
+				checks = append(checks, fmt.Sprintf("%s: %s varies from %.4g to %.4g between %d draws of the simulator's noise: errors there within ±%.0f%% are noise, not misfit; longer rows narrow it",
+					rw.plan.ID, metricNames[m], lo, hi, len(draws), 100*(hi-lo)/(hi+lo)))
+			}
+		}
+	}
 	for _, rw := range r.rows {
 		sim := simOf[rw]
 		if rw.cacheHit != nil && sim.cacheHit != nil && math.Abs(*rw.cacheHit-*sim.cacheHit) > 0.05 {

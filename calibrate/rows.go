@@ -91,6 +91,8 @@ const (
 	numMetrics
 )
 
+var metricNames = [numMetrics]string{"TTFT p50", "TPOT p50", "output tok/s"}
+
 // run is what the fit reads of a run directory.
 type run struct {
 	dir       *rundir.Dir
