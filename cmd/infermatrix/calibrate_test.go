@@ -14,7 +14,8 @@ import (
 
 // TestCalibrateExitCodes checks what calibrate refuses and with which
 // code: a missing -o and an unknown --base are usage errors (2), a path
-// that is not a run directory a runtime error (1).
+// that is not a run directory a runtime error (1); and sim refuses a
+// preset file it cannot read before it listens.
 func TestCalibrateExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -25,6 +26,7 @@ func TestCalibrateExitCodes(t *testing.T) {
 		{[]string{"calibrate", dir}, exitUsage, "-o PRESET.yaml is required"},
 		{[]string{"calibrate", dir, "-o", filepath.Join(dir, "p.yaml"), "--base", "gpt-5"}, exitUsage, "not an engine preset"},
 		{[]string{"calibrate", filepath.Join(dir, "nope"), "-o", filepath.Join(dir, "p.yaml")}, exitRuntime, "manifest"},
+		{[]string{"sim", "--preset-file", filepath.Join(dir, "nope.yaml")}, exitUsage, "preset file"},
 	} {
 		r := cli(t, context.Background(), tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
