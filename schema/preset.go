@@ -162,8 +162,9 @@ func (r *resolver) presetFile(s *SimSettings) {
 			r.nested(path, ps)
 			return
 		}
-		r.problem(path, "paths are relative to the experiment file's directory; infermatrix calibrate RUN -o FILE writes one",
-			"cannot read preset file %q: %v", s.PresetFile, err)
+		if msg := fmt.Sprintf("cannot read preset file %q: %v", s.PresetFile, err); !r.reported(msg) {
+			r.problem(path, "paths are relative to the experiment file's directory; infermatrix calibrate RUN -o FILE writes one", "%s", msg)
+		}
 		return
 	}
 	pf, probs := ParsePresetFile(s.PresetFile, data)
@@ -218,8 +219,23 @@ func (r *resolver) nested(path string, ps Problems) {
 		if hint == "" {
 			hint = "docs/calibrate.md describes the preset file"
 		}
+		if r.reported(msg + p.Message) {
+			// A variant inheriting server.sim's file: said once, at
+			// the line that named it.
+			continue
+		}
 		r.problem(path, hint, "%s%s", msg, p.Message)
 	}
+}
+
+// reported says whether a problem with this message is already listed.
+func (r *resolver) reported(msg string) bool {
+	for _, p := range r.d.problems {
+		if p.Message == msg {
+			return true
+		}
+	}
+	return false
 }
 
 // asProblems unwraps a Problems error (checkRegular's size limit).

@@ -103,6 +103,8 @@ func TestPresetFileProblems(t *testing.T) {
 		{"unknown base", "base: gpt-5\n", "preset_file: fitted.yaml", []string{"fitted.yaml:1:7: base: unknown engine preset \"gpt-5\"", "hint: name a built-in engine preset"}},
 		{"missing base", "engine: {jitter: 0}\n", "preset_file: fitted.yaml", []string{"missing required key \"base\""}},
 		{"missing file", "base: tiny-fast\n", "preset_file: nope.yaml", []string{"exp.yaml:6:18: server.sim.preset_file: cannot read preset file \"nope.yaml\"", "infermatrix calibrate"}},
+		{"once for variants that inherit it", "base: qwen3-0.6b-h200\nengine: {jitter: -1}\n", "preset_file: fitted.yaml\n  variants: [{name: a}, {name: b, sim: {seed: 2}}]",
+			[]string{"exp.yaml:6:18: server.sim.preset_file: fitted.yaml:2:18: engine.jitter:"}},
 		{"contradicting preset", "base: tiny-fast\n", "{preset: qwen3-0.6b-h200, preset_file: fitted.yaml}", []string{"preset qwen3-0.6b-h200 contradicts the preset file's base tiny-fast"}},
 	}
 	for _, tc := range cases {
@@ -122,6 +124,9 @@ func TestPresetFileProblems(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("missing %q in:\n%v", w, err)
 				}
+			}
+			if n := strings.Count(err.Error(), "fitted.yaml:"); n > 2 {
+				t.Errorf("the file's problems are repeated (%d mentions):\n%v", n, err)
 			}
 		})
 	}
