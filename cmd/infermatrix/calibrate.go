@@ -116,7 +116,7 @@ preset, a --hold-out row the run does not have).`,
 	f.StringSliceVar(&holdOut, "hold-out", nil, "rows to hold out of the fit, comma-separated ids, or none (default: every third row by load)")
 	f.StringVar(&variant, "variant", "", "in a run with server.variants, fit the rows of this variant")
 	f.IntVar(&maxRequests, "max-requests", 0, fmt.Sprintf("replay at most this many requests per row, the first ones (default %d)", calibrate.DefaultMaxRequests))
-	f.IntVar(&maxEvals, "max-evals", 0, fmt.Sprintf("replay the fitted rows at most this many times (default %d)", calibrate.DefaultMaxEvals))
+	f.IntVar(&maxEvals, "max-evals", 0, fmt.Sprintf("replay the run about this many times in the search (default %d; the noise grid and the last polish add a few dozen)", calibrate.DefaultMaxEvals))
 	f.IntVar(&seeds, "seeds", 0, fmt.Sprintf("replay each row with this many draws of the noise and fit their mean (default %d)", calibrate.DefaultSeeds))
 	return cmd
 }
