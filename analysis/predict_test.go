@@ -396,7 +396,7 @@ func TestPredictWarmPrefix(t *testing.T) {
 	plan, err := schema.Parse("w.yaml", []byte(`apiVersion: infermatrix/v1
 name: w
 server: {target: builtin}
-predict: {model: llama-3.1-8b, gpu: h100-sxm, bandwidth_efficiency: 0.74, flops_efficiency: 0.63}
+predict: {model: llama-3.1-8b, gpu: h100-sxm, bandwidth_efficiency: 0.8, flops_efficiency: 0.55}
 rows:
   - {id: cold, concurrency: 1, requests: 4, input_tokens: 3500, output_tokens: 100, prefix: {length: 3000, distinct: 4}}
   - {id: warm, concurrency: 1, requests: 4, input_tokens: 3500, output_tokens: 100, prefix: {length: 3000, distinct: 4, warm: true}}
