@@ -158,8 +158,9 @@ func (pr *problem) cost(x []float64) float64 {
 	return total
 }
 
-// robustScale is the log error (about 10%) beyond which a row's misfit
-// counts less than its square: robust is the Cauchy loss, e² for small
+// robustScale is the log error (about 10%) beyond which a row's time to
+// first token misfit counts less than its square: robust is the Cauchy
+// loss, e² for small
 // errors, growing only logarithmically past the scale. One row whose time
 // to first token is an outlier of its draw of the noise (the users'
 // requests bunched up) would otherwise pull every parameter towards it and
@@ -186,7 +187,15 @@ func rowCost(meas figures, sim simulated, weights [numMetrics]float64) float64 {
 			total += missingCost
 			continue
 		}
-		total += weights[m] * robust(math.Log(*sv / *mv))
+		e := math.Log(*sv / *mv)
+		if m == metricTTFT {
+			// Only time to first token has the noise the robust loss
+			// is for; a decode speed or a throughput 10% off is a
+			// misfit, and counts in full.
+			total += weights[m] * robust(e)
+		} else {
+			total += weights[m] * e * e
+		}
 	}
 	if sim.done < 1 {
 		total += missingCost * (1 - sim.done) * numMetrics
