@@ -376,22 +376,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 			rr.conversationArrivals(ctx, inflight, &wg)
 			break
 		}
-		l := rr.row.Load
-		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
-		// The warmup and measured arrivals each offer exactly the rate,
-		// counted in requests or in seconds (see conditioned).
-		r := rr.row
-		warm, measured := r.Warmup, r.Requests
-		if r.WarmupDuration > 0 {
-			warm = int(math.Round(r.WarmupDuration.D().Seconds() * l.Rate))
-		}
-		if measured == 0 && r.Duration > 0 {
-			measured = int(math.Round(r.Duration.D().Seconds() * l.Rate))
-		}
-		if measured > 0 {
-			arr = arr.conditioned(warm, measured)
-		}
-		rr.openLoop(ctx, inflight, &wg, func() (time.Duration, bool) { return arr.next(), true })
+		rr.openLoop(ctx, inflight, &wg, rr.rateArrivals())
 	case schema.ModeTrace:
 		rr.openLoop(ctx, inflight, &wg, traceArrivals(rr.wl.Schedule()))
 	default:
@@ -616,6 +601,25 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			rr.fire(inflight, cl)
 		}()
 	}
+}
+
+// rateArrivals is a rate row's schedule, offsets from the load start. The
+// warmup and measured arrivals each offer exactly the rate, counted in
+// requests or in seconds (see conditioned).
+func (rr *rowRun) rateArrivals() func() (time.Duration, bool) {
+	l, r := rr.row.Load, rr.row
+	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
+	warm, measured := r.Warmup, r.Requests
+	if r.WarmupDuration > 0 {
+		warm = int(math.Round(r.WarmupDuration.D().Seconds() * l.Rate))
+	}
+	if measured == 0 && r.Duration > 0 {
+		measured = int(math.Round(r.Duration.D().Seconds() * l.Rate))
+	}
+	if measured > 0 {
+		arr = arr.conditioned(warm, measured)
+	}
+	return func() (time.Duration, bool) { return arr.next(), true }
 }
 
 // traceArrivals returns a trace's schedule (workload.Row.Schedule) one

@@ -640,19 +640,7 @@ func (x *vexec) openLoop(halted func() bool) {
 		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
 		next = func() (time.Duration, bool) { return arr.next(), true }
 	default:
-		arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
-		r := rr.row
-		warm, measured := r.Warmup, r.Requests
-		if r.WarmupDuration > 0 {
-			warm = int(math.Round(r.WarmupDuration.D().Seconds() * l.Rate))
-		}
-		if measured == 0 && r.Duration > 0 {
-			measured = int(math.Round(r.Duration.D().Seconds() * l.Rate))
-		}
-		if measured > 0 {
-			arr = arr.conditioned(warm, measured)
-		}
-		next = func() (time.Duration, bool) { return arr.next(), true }
+		next = rr.rateArrivals()
 	}
 	base := x.v.Now() // the load's start on the virtual clock
 	offset := x.since0()
