@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infermatrix/infermatrix/livemetrics"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/schema"
@@ -43,6 +44,9 @@ type rowRun struct {
 	// record takes each finished request; it writes the record to disk
 	// before returning and is safe for concurrent use.
 	record func(*metrics.Record)
+	// live counts the row's requests in flight for the live figures;
+	// nil when they are off (its methods then do nothing).
+	live *livemetrics.Row
 	// gate holds requests back while the server refuses connections; it
 	// is the run's, shared by its rows.
 	gate *gate
@@ -301,7 +305,9 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 		cl.Cancel = func() { ccancel(errCanceled) }
 		ctx = cctx
 	}
+	rr.live.Begin()
 	rr.client.Do(ctx, &cl.Call)
+	rr.live.End()
 	rr.record(cl.Rec)
 }
 

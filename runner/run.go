@@ -30,6 +30,7 @@ import (
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/internal/redact"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
+	"github.com/infermatrix/infermatrix/livemetrics"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/protocol"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -63,6 +64,9 @@ type Options struct {
 	// Virtual runs the experiment on the built-in server's virtual clock
 	// (runner/virtual.go): no socket, no waiting, the same records.
 	Virtual bool
+	// Live receives every request's start, end and record as the run
+	// goes, for run --metrics-addr (docs/live-metrics.md); nil for none.
+	Live *livemetrics.Recorder
 }
 
 // Result is a finished (or interrupted) run.
@@ -252,7 +256,8 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Virtual: opts.Virtual,
 	}}
 	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, virtual: vs, logf: logf, secrets: creds.secrets, scrape: scrape,
-		searches: newSearchRuns(opts.BaselineRun, man)}
+		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live}
+	opts.Live.Start(plan.Experiment.Name, runID(nonce))
 	if opts.Terminal {
 		rs.bar = opts.Log
 	}
@@ -396,6 +401,8 @@ type runState struct {
 	scrape *scrapePlan
 	// searches holds the search rows' probes (runner/search.go).
 	searches *searchRuns
+	// live keeps the run's live figures; nil when they are off.
+	live *livemetrics.Recorder
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -443,10 +450,13 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 		}
 	}
 	var totals recordTotals
+	ro := st.rowOptions(row)
+	live := st.live.Row(row.ID, ro.OpenLoop || ro.RequestedRate > 0)
 	record := func(rec *metrics.Record) {
 		rec.Virtual = st.virtual != nil
 		scrubRecord(st.secrets, rec)
 		totals.add(rec)
+		live.Observe(rec)
 		mu.Lock()
 		defer mu.Unlock()
 		if werr == nil {
@@ -458,7 +468,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 			tc.record(rec)
 		}
 	}
-	rr := &rowRun{row: row, index: index, trial: trial, runID: fmt.Sprintf("%08x", uint32(nonce)), client: cl, wl: wl, urls: st.urls, record: record, gate: gt}
+	rr := &rowRun{row: row, index: index, trial: trial, runID: runID(nonce), client: cl, wl: wl, urls: st.urls, record: record, gate: gt, live: live}
 	rr.templateTokens = st.templateCounter(row, cl)
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
@@ -578,6 +588,10 @@ func mergeHeaders(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// runID is the run's id: the prefix of every record id, and so of every
+// request's X-Request-Id.
+func runID(nonce uint64) string { return fmt.Sprintf("%08x", uint32(nonce)) }
 
 func randomNonce() uint64 {
 	var b [8]byte

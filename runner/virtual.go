@@ -337,6 +337,7 @@ func (x *vexec) sendWith(cl *call, reply *protocol.Reply, after func()) {
 	}
 	q.call = vc
 	x.inflight = append(x.inflight, q)
+	rr.live.Begin()
 	if d := rr.row.Timeout.D(); d > 0 {
 		q.timers = append(q.timers, x.guard(d, func() { x.cut(q, protocol.ErrRequestTimeout) }))
 	}
@@ -360,6 +361,7 @@ func (x *vexec) finish(q *vreq) {
 		return
 	}
 	q.recorded = true
+	x.rr.live.End()
 	for _, t := range q.timers {
 		t.Stop()
 	}
