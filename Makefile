@@ -8,10 +8,13 @@ FUZZTIME ?= 60s
 BIN     := bin/infermatrix
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+# DATE is the commit's date in UTC, not the build's: two builds of one
+# commit are then byte-identical, and so are their checksums.
+DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
 PKG     := github.com/infermatrix/infermatrix
-LDFLAGS := -s -w -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT)
+LDFLAGS := -s -w -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT) -X $(PKG)/internal/buildinfo.Date=$(DATE)
 
-.PHONY: help build demo test lint fmt bench fuzz schema tidy-check clean
+.PHONY: help build demo test lint fmt bench fuzz schema tidy-check clean release image-context image
 
 ## help: list the targets
 help:
@@ -75,6 +78,54 @@ schema:
 tidy-check:
 	$(GO) mod tidy -diff
 
+# make release: every platform a release ships, GOOS/GOARCH. All are
+# built with CGO_ENABLED=0, so each binary is static (no libc to match on
+# the host, and the image needs nothing but the binary).
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST      := dist
+# The image's binary: linux on the build host's architecture unless told,
+# e.g. make image IMAGE_ARCH=arm64.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE      ?= infermatrix:$(VERSION)
+# The build host's CA bundle (Debian/Ubuntu/Alpine path), copied into the
+# image so that HTTPS targets verify without a base image.
+CA_CERTS   ?= /etc/ssl/certs/ca-certificates.crt
+
+## release: cross-compile static binaries for linux and darwin on amd64 and arm64 into dist/, each also as a .tar.gz, with dist/SHA256SUMS (VERSION=... to override git describe)
+# The tarballs are reproducible (GNU tar: sorted names, owner 0, the
+# commit's date as mtime; gzip -n), so a rebuild of a tag gives the same
+# SHA256SUMS.
+release:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=infermatrix_$(VERSION)_$${os}_$${arch}; \
+		echo "build $$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/$$name ./cmd/infermatrix; \
+		mkdir -p $(DIST)/.tar/$$name; \
+		cp $(DIST)/$$name $(DIST)/.tar/$$name/infermatrix; cp LICENSE NOTICE README.md $(DIST)/.tar/$$name/; \
+		tar -C $(DIST)/.tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='$(or $(DATE),1970-01-01T00:00:00Z)' -cf - $$name | gzip -n -9 > $(DIST)/$$name.tar.gz; \
+	done
+	rm -rf $(DIST)/.tar
+	cd $(DIST) && sha256sum infermatrix_* > SHA256SUMS
+	@echo "dist/: $$(ls $(DIST) | wc -l) files; verify with: cd $(DIST) && sha256sum -c SHA256SUMS"
+
+## image-context: the Dockerfile's build context in dist/image: the static linux binary, CA certificates, /etc/passwd for uid 65532, /work and /tmp
+# No RUN step can create files in a FROM scratch image (there is no
+# shell), so everything the image holds is prepared here and COPY'd.
+image-context:
+	rm -rf $(DIST)/image && mkdir -p $(DIST)/image/rootfs/etc/ssl/certs $(DIST)/image/rootfs/tmp $(DIST)/image/home/work
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/image/infermatrix ./cmd/infermatrix
+	cp $(CA_CERTS) $(DIST)/image/rootfs/etc/ssl/certs/ca-certificates.crt
+	printf 'root:x:0:0:root:/root:/sbin/nologin\ninfermatrix:x:65532:65532:infermatrix:/work:/sbin/nologin\n' > $(DIST)/image/rootfs/etc/passwd
+	printf 'root:x:0:\ninfermatrix:x:65532:\n' > $(DIST)/image/rootfs/etc/group
+	chmod 0755 $(DIST)/image/home/work && chmod 1777 $(DIST)/image/rootfs/tmp
+	cp Dockerfile $(DIST)/image/Dockerfile
+
+## image: build the container image $(IMAGE) from dist/image with docker (CONTAINER_TOOL=podman or buildah also work)
+CONTAINER_TOOL ?= docker
+image: image-context
+	$(CONTAINER_TOOL) build -t $(IMAGE) -f $(DIST)/image/Dockerfile $(DIST)/image
+
 ## clean: remove build output and runs
 clean:
-	rm -rf bin runs
+	rm -rf bin runs dist

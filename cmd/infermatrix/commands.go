@@ -12,6 +12,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/buildinfo"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
+	"github.com/infermatrix/infermatrix/livemetrics"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
@@ -90,6 +91,8 @@ func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *co
 	var out, target, progressMode, baseline, format string
 	var rows []string
 	var virtual bool
+	var metricsAddr string
+	var metricsLinger time.Duration
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run an experiment and write its decision record",
@@ -104,12 +107,22 @@ A second Ctrl-C exits at once; records already written stay intact.
 --virtual runs the experiment on the built-in server's virtual clock: the same
 rows, records and reports, with no socket and no waiting, in as long as the
 CPU takes to simulate it, identical for identical seeds whatever the host's
-load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).`,
+load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).
+
+--metrics-addr HOST:PORT serves the run's live figures (requests in flight,
+completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
+/metrics in the Prometheus text format while the run lasts, and for
+--metrics-linger after it, so that the last scrape reads the final figures
+(docs/live-metrics.md). 127.0.0.1 keeps them on the host; a pod needs
+0.0.0.0 for Prometheus to reach them.`,
 		Example: `  # on the built-in simulated server
   infermatrix run experiments/quickstart.yaml
 
   # the same on its virtual clock: seconds, and the same figures every time
   infermatrix run experiments/quickstart.yaml --virtual
+
+  # with live figures for Prometheus at http://127.0.0.1:9464/metrics
+  infermatrix run experiments/quickstart.yaml --metrics-addr 127.0.0.1:9464
 
   # against a server, two rows only, results in a chosen directory
   infermatrix run experiments/llama-8b-h100-matrix.yaml --target http://127.0.0.1:8000/v1 \
@@ -118,6 +131,9 @@ load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
 				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
+			}
+			if metricsLinger < 0 {
+				return withCode(exitUsage, fmt.Errorf("--metrics-linger %v: want a duration of 0 or more", metricsLinger))
 			}
 			say, err := formatOut(format, stdout, stderr)
 			if err != nil {
@@ -131,7 +147,20 @@ load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).`,
 			if err != nil {
 				return err
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual})
+			var live *livemetrics.Recorder
+			if metricsAddr != "" {
+				live, err = livemetrics.New(livemetrics.Options{})
+				if err != nil {
+					return withCode(exitUsage, err)
+				}
+				srv, err := livemetrics.Listen(metricsAddr, live.Handler())
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--metrics-addr: %w", err))
+				}
+				fmt.Fprintf(stderr, "live metrics at %s\n", srv.URL())
+				defer func() { _ = srv.Close(metricsLinger) }()
+			}
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live})
 			if res == nil {
 				if errors.Is(runErr, runner.ErrNotVirtual) {
 					return withCode(exitUsage, fmt.Errorf("--virtual: %w\nnothing was run", runErr))
@@ -182,6 +211,8 @@ load. The decision record says SIMULATED, VIRTUAL TIME (docs/simulator.md).`,
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the run's live figures at http://HOST:PORT/metrics in the Prometheus text format (e.g. 127.0.0.1:9464; 0.0.0.0:9464 in a pod)")
+	cmd.Flags().DurationVar(&metricsLinger, "metrics-linger", 2*time.Second, "with --metrics-addr: keep serving this long after the run, for a last scrape of the final figures")
 	cmd.Flags().BoolVar(&virtual, "virtual", false, "run on the built-in server's virtual clock: no socket, no waiting, deterministic for a seed (needs target builtin and an engine preset)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this run (a run directory, or runs/<name> for its newest complete run): rules read it as baseline.<metric>; overrides the file's baseline key")
 	return cmd
@@ -584,15 +615,27 @@ func newVersionCmd(stdout io.Writer) *cobra.Command {
 		Example: `  infermatrix version`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			i := buildinfo.Get()
-			s := "infermatrix " + i.Version
-			if i.Commit != "" {
-				s += " (" + i.Commit + ")"
-			}
-			fmt.Fprintf(stdout, "%s %s\n", s, i.Go)
+			fmt.Fprintln(stdout, versionLine(buildinfo.Get()))
 			return nil
 		},
 	}
+}
+
+// versionLine is `infermatrix version`'s output: the version (a release
+// tag when built by make release), then the commit and its date where the
+// build knows them, then the Go toolchain.
+func versionLine(i buildinfo.Info) string {
+	s := "infermatrix " + i.Version
+	var in []string
+	for _, v := range []string{i.Commit, i.Date} {
+		if v != "" {
+			in = append(in, v)
+		}
+	}
+	if len(in) > 0 {
+		s += " (" + strings.Join(in, ", ") + ")"
+	}
+	return s + " " + i.Go
 }
 
 // showBar decides whether a run draws live progress bars on w: always for
