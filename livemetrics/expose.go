@@ -33,10 +33,7 @@ const OtherClass = "other"
 // Names lists every metric the recorder exports, histograms with the
 // series names Prometheus gives their parts.
 func Names() []string {
-	var out []string
-	for _, n := range []string{MetricRunInfo, MetricInFlight, MetricCompleted, MetricErrors, MetricWarmup, MetricOutTokens} {
-		out = append(out, n)
-	}
+	out := []string{MetricRunInfo, MetricInFlight, MetricCompleted, MetricErrors, MetricWarmup, MetricOutTokens}
 	for _, n := range []string{MetricTTFT, MetricITL, MetricDispatchLag} {
 		out = append(out, n+"_bucket", n+"_count", n+"_sum")
 	}
