@@ -1,10 +1,12 @@
 package livemetrics
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,5 +226,65 @@ func TestHealthAndListen(t *testing.T) {
 	}
 	if _, err := (&http.Client{Timeout: time.Second}).Get(u + "/health"); err == nil {
 		t.Error("still serving after Close")
+	}
+}
+
+// TestObserveAllocatesNothing: the record path of every request pays no
+// allocation, however many tokens the request streamed.
+func TestObserveAllocatesNothing(t *testing.T) {
+	r, _ := New(Options{})
+	w := r.Row("r", true)
+	ok := rec(func(x *metrics.Record) {
+		x.Events = make([]int64, 2000)
+		for i := range x.Events {
+			x.Events[i] = int64(i) * 7e6
+		}
+	})
+	failed := rec(func(x *metrics.Record) { x.Error = &metrics.Error{Class: metrics.ErrReset} })
+	if n := testing.AllocsPerRun(100, func() {
+		w.Begin()
+		w.Observe(ok)
+		w.Observe(failed)
+		w.End()
+	}); n != 0 {
+		t.Errorf("%v allocations per request", n)
+	}
+}
+
+// TestConcurrentObservationsAddUp: requests recorded from many goroutines
+// while Prometheus scrapes are all counted, and every scrape parses.
+func TestConcurrentObservationsAddUp(t *testing.T) {
+	r, _ := New(Options{})
+	const workers, each = 8, 200
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := r.Row(fmt.Sprintf("row%d", g%3), true)
+			for range each {
+				w.Begin()
+				w.Observe(rec(nil))
+				w.End()
+			}
+		}()
+	}
+	for range 5 {
+		scrape(t, r.Handler())
+	}
+	wg.Wait()
+	fams := scrape(t, r.Handler())
+	total := 0.0
+	for _, m := range series(fams, MetricCompleted, map[string]string{"outcome": "ok"}) {
+		total += m.Counter.GetValue()
+	}
+	if total != workers*each {
+		t.Errorf("%v requests counted, want %d", total, workers*each)
+	}
+	for _, m := range series(fams, MetricTTFT, nil) {
+		h := m.Histogram
+		if last := h.Bucket[len(h.Bucket)-1].GetCumulativeCount(); last > h.GetSampleCount() {
+			t.Errorf("a bucket holds %d of %d observations", last, h.GetSampleCount())
+		}
 	}
 }
