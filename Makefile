@@ -91,7 +91,7 @@ IMAGE      ?= infermatrix:$(VERSION)
 # image so that HTTPS targets verify without a base image.
 CA_CERTS   ?= /etc/ssl/certs/ca-certificates.crt
 
-## release: cross-compile static binaries for linux and darwin on amd64 and arm64 into dist/, each also as a .tar.gz, with dist/SHA256SUMS (VERSION=... to override git describe)
+## release: static binaries and .tar.gz for linux and darwin on amd64 and arm64 in dist/, with dist/SHA256SUMS (VERSION=v1.2.3 overrides git describe)
 # The tarballs are reproducible (GNU tar: sorted names, owner 0, the
 # commit's date as mtime; gzip -n), so a rebuild of a tag gives the same
 # SHA256SUMS.
@@ -109,7 +109,7 @@ release:
 	cd $(DIST) && sha256sum infermatrix_* > SHA256SUMS
 	@echo "dist/: $$(ls $(DIST) | wc -l) files; verify with: cd $(DIST) && sha256sum -c SHA256SUMS"
 
-## image-context: the Dockerfile's build context in dist/image: the static linux binary, CA certificates, /etc/passwd for uid 65532, /work and /tmp
+## image-context: the Dockerfile's build context in dist/image (the static linux binary, CA certificates, /etc/passwd for uid 65532, /work, /tmp)
 # No RUN step can create files in a FROM scratch image (there is no
 # shell), so everything the image holds is prepared here and COPY'd.
 image-context:
