@@ -42,6 +42,10 @@ type Summary struct {
 	// what was missing and what was summarised again, so that a record
 	// judged on it says it was rebuilt.
 	Rebuilt string `json:"rebuilt,omitempty"`
+	// MissingShards lists the shards (by index, from 1) that a merged
+	// run (infermatrix merge) lacks: its figures cover only part of the
+	// load, so the run is judged INCONCLUSIVE whatever its rows say.
+	MissingShards []int `json:"missing_shards,omitempty"`
 }
 
 // Row returns the summary of the row with this id, or nil.

@@ -97,6 +97,9 @@ type Manifest struct {
 	// I/N): which one, of how many, and the plan every shard derived its
 	// share from. Nil for a run that is not sharded.
 	Shard *ShardInfo `json:"shard,omitempty"`
+	// Merged says the run was put together by infermatrix merge from
+	// the shards of a distributed run; nil for a run that ran as one.
+	Merged *MergeInfo `json:"merged,omitempty"`
 	// Variants are the server variants the rows ran under, in run order
 	// (server.variants); none for a run without them.
 	Variants []*VariantInfo `json:"variants,omitempty"`
