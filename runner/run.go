@@ -67,6 +67,9 @@ type Options struct {
 	// Live receives every request's start, end and record as the run
 	// goes, for run --metrics-addr (docs/live-metrics.md); nil for none.
 	Live *livemetrics.Recorder
+	// Shard runs one shard of a distributed run (run --shard I/N,
+	// runner/shard.go, docs/sharding.md); zero for the whole run.
+	Shard Shard
 }
 
 // Result is a finished (or interrupted) run.
@@ -123,6 +126,14 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintln(opts.Log, textsafe.Terminal(fmt.Sprintf(format, args...)))
+		}
+	}
+	if err := opts.Shard.Check(); err != nil {
+		return nil, err
+	}
+	if opts.Shard.on() {
+		if p := shardProblems(plan, opts.Shard); len(p) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrBadShard, strings.Join(p, "; "))
 		}
 	}
 	if opts.Virtual {
@@ -227,6 +238,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Baseline:  opts.Baseline,
 		Virtual:   opts.Virtual,
 	}
+	if opts.Shard.on() {
+		man.Shard = &rundir.ShardInfo{Index: opts.Shard.Index, Count: opts.Shard.Count, PlanSHA256: plan.SHA256}
+	}
 	if err := writeStart(dir, plan, man); err != nil {
 		return nil, err
 	}
@@ -256,7 +270,7 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Virtual: opts.Virtual,
 	}}
 	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, virtual: vs, logf: logf, secrets: creds.secrets, scrape: scrape,
-		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live}
+		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live, shard: opts.Shard}
 	opts.Live.Start(plan.Experiment.Name, runID(nonce))
 	if opts.Terminal {
 		rs.bar = opts.Log
@@ -403,6 +417,8 @@ type runState struct {
 	searches *searchRuns
 	// live keeps the run's live figures; nil when they are off.
 	live *livemetrics.Recorder
+	// shard is the run's shard; zero when it is not sharded.
+	shard Shard
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -470,6 +486,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	}
 	rr := &rowRun{row: row, index: index, trial: trial, runID: runID(nonce), client: cl, wl: wl, urls: st.urls, record: record, gate: gt, live: live}
 	rr.templateTokens = st.templateCounter(row, cl)
+	rr.shard = st.shard
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
 	rr.start = time.Now()

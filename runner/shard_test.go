@@ -1,0 +1,112 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/infermatrix/infermatrix/metrics"
+)
+
+// shardedVirtual runs src on virtual time as shard sh.
+func shardedVirtual(t *testing.T, src string, sh Shard) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), plan(t, src), Options{Out: filepath.Join(t.TempDir(), "run"), Virtual: true, Shard: sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// bySeq maps a row's records by sequence number.
+func bySeq(recs []metrics.Record) map[int64]metrics.Record {
+	m := make(map[int64]metrics.Record, len(recs))
+	for _, r := range recs {
+		m[r.Seq] = r
+	}
+	return m
+}
+
+// Two and four shards of an open-loop row and a closed-loop row: each shard
+// carries its share (every N-th arrival, with the global sequence number and
+// arrival time; an even part of the users and of the count), and the union
+// of the shards is the unsharded run: the same sequence numbers, the same
+// request and warmup counts.
+func TestShardsAddUpToTheWholeRun(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 7}}
+defaults: {input_tokens: 200, output_tokens: 20}
+rows:
+  - {id: open, rate: {per_second: 40, arrival: poisson}, warmup: 5, requests: 51}
+  - {id: closed, concurrency: 7, warmup: 4, requests: 40}
+`
+	whole := runVirtual(t, plan(t, src))
+	for _, n := range []int{2, 4} {
+		for _, id := range []string{"open", "closed"} {
+			all := records(t, whole.Dir, id)
+			ref := bySeq(all)
+			seen := map[int64]bool{}
+			measured := 0
+			for i := 1; i <= n; i++ {
+				sh := Shard{Index: i, Count: n}
+				res := shardedVirtual(t, src, sh)
+				if m := res.Manifest.Shard; m == nil || m.Index != i || m.Count != n || m.PlanSHA256 != whole.Manifest.Experiment.SHA256 {
+					t.Fatalf("%d/%d: manifest shard %+v, want %d/%d of plan %s", i, n, m, i, n, whole.Manifest.Experiment.SHA256)
+				}
+				recs := records(t, res.Dir, id)
+				for _, r := range recs {
+					if seen[r.Seq] {
+						t.Fatalf("%s %d/%d: seq %d sent by two shards", id, i, n, r.Seq)
+					}
+					seen[r.Seq] = true
+					if !r.Warmup {
+						measured++
+					}
+					if id == "open" {
+						if r.Seq%int64(n) != int64(i-1) {
+							t.Errorf("open %d/%d sent seq %d, not every %d-th arrival", i, n, r.Seq, n)
+						}
+						w, ok := ref[r.Seq]
+						if !ok || w.ScheduledNS != r.ScheduledNS || w.Warmup != r.Warmup || w.InputTokens.Requested != r.InputTokens.Requested {
+							t.Errorf("open %d/%d seq %d: scheduled %d warmup %v input %d; the whole run's: %+v", i, n, r.Seq, r.ScheduledNS, r.Warmup, r.InputTokens.Requested, w)
+						}
+					}
+				}
+				if id == "closed" {
+					want := 40*i/n - 40*(i-1)/n + 4*i/n - 4*(i-1)/n
+					if len(recs) != want {
+						t.Errorf("closed %d/%d sent %d requests, want its even part %d", i, n, len(recs), want)
+					}
+				}
+			}
+			if measured != 51 && id == "open" || measured != 40 && id == "closed" {
+				t.Errorf("%s: %d shards measured %d requests together, want the row's count", id, n, measured)
+			}
+			if len(seen) != len(all) {
+				t.Errorf("%s: %d shards sent %d requests together, the whole run %d", id, n, len(seen), len(all))
+			}
+			if id == "open" {
+				for s := range ref {
+					if !seen[s] {
+						t.Errorf("open: seq %d of the whole run was sent by none of %d shards", s, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	if s, err := ParseShard("2/4"); err != nil || s != (Shard{2, 4}) {
+		t.Errorf("2/4: %v %v", s, err)
+	}
+	for _, bad := range []string{"0/2", "3/2", "1/0", "x/2", "2", "-1/3"} {
+		if _, err := ParseShard(bad); !errors.Is(err, ErrBadShard) {
+			t.Errorf("%q: err %v, want ErrBadShard", bad, err)
+		}
+	}
+	if got := []int{Shard{1, 3}.split(7), Shard{2, 3}.split(7), Shard{3, 3}.split(7)}; !slices.Equal(got, []int{2, 2, 3}) {
+		t.Errorf("7 split in 3: %v, want [2 2 3]", got)
+	}
+}
