@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
 )
@@ -108,5 +109,45 @@ func TestParseShard(t *testing.T) {
 	}
 	if got := []int{Shard{1, 3}.split(7), Shard{2, 3}.split(7), Shard{3, 3}.split(7)}; !slices.Equal(got, []int{2, 2, 3}) {
 		t.Errorf("7 split in 3: %v, want [2 2 3]", got)
+	}
+}
+
+// --start-at: a shard begins its first row no earlier than the instant and
+// records the instant and how late it began; a start the plan cannot keep
+// is refused before anything is sent.
+func TestStartAt(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 7}}
+defaults: {input_tokens: 50, output_tokens: 5, grace: 200ms}
+rows:
+  - {id: a, rate: {per_second: 20, arrival: constant}, duration: 300ms}
+`
+	at := time.Now().Add(time.Second) // past the run's own start-up
+	res, err := Run(context.Background(), plan(t, src), Options{Out: filepath.Join(t.TempDir(), "run"), Shard: Shard{1, 2}, StartAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := res.Manifest.Shard
+	if sh == nil || sh.StartAt == nil || !sh.StartAt.Equal(at) || sh.StartSkewNS < 0 {
+		t.Fatalf("manifest shard %+v: want start_at %v and a skew of 0 or more", sh, at)
+	}
+	for _, r := range records(t, res.Dir, "a") {
+		if r.StartUnixNS < at.UnixNano() {
+			t.Fatalf("request %s sent at %v, before --start-at %v", r.ID, time.Unix(0, r.StartUnixNS), at)
+		}
+	}
+	bad := []struct {
+		name string
+		src  string
+		opts Options
+	}{
+		{"past", src, Options{Shard: Shard{1, 2}, StartAt: time.Now().Add(-time.Minute)}},
+		{"unsharded", src, Options{StartAt: time.Now().Add(time.Minute)}},
+		{"count row not last", src + "  - {id: b, concurrency: 2, requests: 4}\n  - {id: c, concurrency: 2, requests: 4}\n", Options{Shard: Shard{1, 2}, StartAt: time.Now().Add(time.Minute)}},
+	}
+	for _, b := range bad {
+		b.opts.Out = filepath.Join(t.TempDir(), "run")
+		if _, err := Run(context.Background(), plan(t, b.src), b.opts); !errors.Is(err, ErrBadStart) {
+			t.Errorf("%s: err %v, want ErrBadStart", b.name, err)
+		}
 	}
 }

@@ -94,7 +94,7 @@ func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *co
 	var virtual bool
 	var metricsAddr string
 	var metricsLinger time.Duration
-	var shardFlag string
+	var shardFlag, startAtFlag string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run an experiment and write its decision record",
@@ -121,7 +121,9 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 --shard I/N runs shard I of N of a distributed run: every shard derives the
 same seeded schedule and sends its share (every N-th arrival of an open-loop
 row or trace, an even part of a closed loop's users and count), so that the
-union of the shards is the whole run (docs/sharding.md).`,
+union of the shards is the whole run (docs/sharding.md). --start-at TIME
+(RFC 3339) begins the first row at that instant and every later row at an
+instant the plan fixes, so that shards launched apart stay aligned.`,
 		Example: `  # on the built-in simulated server
   infermatrix run experiments/quickstart.yaml
 
@@ -146,6 +148,14 @@ union of the shards is the whole run (docs/sharding.md).`,
 					return withCode(exitUsage, fmt.Errorf("--shard: %w", err))
 				}
 				shard = s
+			}
+			var startAt time.Time
+			if startAtFlag != "" {
+				t, err := time.Parse(time.RFC3339Nano, startAtFlag)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--start-at %q: want an RFC 3339 time, e.g. 2026-11-27T20:00:00Z: %w", startAtFlag, err))
+				}
+				startAt = t
 			}
 			if metricsLinger < 0 {
 				return withCode(exitUsage, fmt.Errorf("--metrics-linger %v: want a duration of 0 or more", metricsLinger))
@@ -179,8 +189,11 @@ union of the shards is the whole run (docs/sharding.md).`,
 				fmt.Fprintf(stderr, "live metrics at %s\n", srv.URL())
 				defer func() { _ = srv.Close(metricsLinger) }()
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live, Shard: shard})
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live, Shard: shard, StartAt: startAt})
 			if res == nil {
+				if errors.Is(runErr, runner.ErrBadStart) {
+					return withCode(exitUsage, fmt.Errorf("--start-at: %w\nnothing was run", runErr))
+				}
 				if errors.Is(runErr, runner.ErrBadShard) {
 					return withCode(exitUsage, fmt.Errorf("--shard: %w\nnothing was run", runErr))
 				}
@@ -235,6 +248,7 @@ union of the shards is the whole run (docs/sharding.md).`,
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the run's live figures at http://HOST:PORT/metrics in the Prometheus text format (e.g. 127.0.0.1:9464; 0.0.0.0:9464 in a pod)")
 	cmd.Flags().StringVar(&shardFlag, "shard", "", "run shard I of N of a distributed run (e.g. 2/4): this shard's share of the global schedule (docs/sharding.md)")
+	cmd.Flags().StringVar(&startAtFlag, "start-at", "", "with --shard: begin the first row at this RFC 3339 instant and each later row at the instant the plan fixes (docs/sharding.md)")
 	cmd.Flags().DurationVar(&metricsLinger, "metrics-linger", 2*time.Second, "with --metrics-addr: keep serving this long after the run, for a last scrape of the final figures")
 	cmd.Flags().BoolVar(&virtual, "virtual", false, "run on the built-in server's virtual clock: no socket, no waiting, deterministic for a seed (needs target builtin and an engine preset)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this run (a run directory, or runs/<name> for its newest complete run): rules read it as baseline.<metric>; overrides the file's baseline key")
