@@ -24,10 +24,11 @@ import (
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
-// ErrUsage marks a directory that is not a shard's run directory; ErrPlan
-// shards that do not belong to one distributed run.
+// ErrUsage marks a directory that is not a shard's run directory, or an
+// output directory that already holds files; ErrPlan marks shards that do
+// not belong to one distributed run.
 var (
-	ErrUsage = errors.New("not a shard")
+	ErrUsage = errors.New("merge refused")
 	ErrPlan  = errors.New("shards of different plans")
 )
 
@@ -99,7 +100,7 @@ func Merge(dirs []string, out string, now time.Time) (*Result, error) {
 	}
 	dst, err := rundir.Create("", "", out, now)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	res := &Result{Dir: dst}
 	for _, f := range []string{rundir.ExperimentFile, rundir.HashFile} {
@@ -167,7 +168,7 @@ func mergedManifest(shards []shard, now time.Time) *rundir.Manifest {
 		if err != nil {
 			abs = s.dir.Path
 		}
-		m.Merged.From = append(m.Merged.From, rundir.MergedShard{Index: s.man.Shard.Index, Dir: abs, Status: s.man.Status})
+		m.Merged.From = append(m.Merged.From, rundir.MergedShard{Index: s.man.Shard.Index, Dir: abs, Status: s.man.Status, StartSkewNS: s.man.Shard.StartSkewNS})
 		if s.man.Started.Before(m.Started) {
 			m.Started = s.man.Started
 		}

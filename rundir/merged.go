@@ -21,4 +21,8 @@ type MergedShard struct {
 	Dir   string `json:"dir"`
 	// Status is the shard's own run status (complete, interrupted, ...).
 	Status string `json:"status"`
+	// StartSkewNS is how late the shard began its first row against
+	// the shared start (--start-at), as the shard measured it: the
+	// spread of these says how well the shards were aligned.
+	StartSkewNS int64 `json:"start_skew_ns,omitempty"`
 }

@@ -78,6 +78,7 @@ func TestMergeShards(t *testing.T) {
 		{"missing shard", []string{s1, "-o", filepath.Join(dir, "m1")}, exitInconclusive, "merged without shard 2"},
 		{"another plan", []string{s1, other, "-o", filepath.Join(dir, "m2")}, exitInvalid, "shards of different plans"},
 		{"not a shard", []string{merged, "-o", filepath.Join(dir, "m3")}, exitUsage, "not sharded"},
+		{"output not empty", []string{s1, s2, "-o", merged}, exitUsage, "not empty"},
 		{"no -o", []string{s1, s2}, exitUsage, "-o OUT is required"},
 	} {
 		r := cli(t, ctx, append([]string{"merge"}, tt.args...)...)
