@@ -56,6 +56,15 @@ rows:
 					t.Fatalf("%d/%d: manifest shard %+v, want %d/%d of plan %s", i, n, m, i, n, whole.Manifest.Experiment.SHA256)
 				}
 				recs := records(t, res.Dir, id)
+				if id == "open" {
+					// The self-check holds the shard to its own part of
+					// the rate, not the whole row's.
+					for _, rs := range res.Summary.Rows {
+						if rs.ID == "open" && rs.SelfCheck.RequestedRate != 40/float64(n) {
+							t.Errorf("open %d/%d: requested rate %v, want the shard's %v", i, n, rs.SelfCheck.RequestedRate, 40/float64(n))
+						}
+					}
+				}
 				for _, r := range recs {
 					if seen[r.Seq] {
 						t.Fatalf("%s %d/%d: seq %d sent by two shards", id, i, n, r.Seq)
