@@ -124,7 +124,7 @@ func TestMergeMissingShardIsInconclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "merged without shard 2") {
+	if !strings.Contains(string(b), "merged without shard 2") || !strings.Contains(string(b), "MISSING: 2") {
 		t.Errorf("decision.md does not name the missing shard")
 	}
 }
