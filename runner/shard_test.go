@@ -84,6 +84,11 @@ rows:
 					}
 				}
 				if id == "closed" {
+					for _, rs := range res.Summary.Rows {
+						if want := (Shard{i, n}).split(7); rs.ID == "closed" && rs.SelfCheck.Users != want {
+							t.Errorf("closed %d/%d: self-check users %d, want the shard's %d", i, n, rs.SelfCheck.Users, want)
+						}
+					}
 					want := 40*i/n - 40*(i-1)/n + 4*i/n - 4*(i-1)/n
 					if len(recs) != want {
 						t.Errorf("closed %d/%d sent %d requests, want its even part %d", i, n, len(recs), want)

@@ -23,6 +23,11 @@ func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 			opts.RequestedRate /= float64(st.shard.Count)
 		}
 	}
+	if row.Load.Mode == schema.ModeConcurrency && st.shard.on() && row.Load.Ramp == nil {
+		if u := st.shard.split(row.Load.Concurrency); u != row.Load.Concurrency {
+			opts.Users = u
+		}
+	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	opts.Ramp = row.Load.Ramp.Metrics()
 	return opts
