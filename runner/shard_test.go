@@ -165,3 +165,41 @@ rows:
 		}
 	}
 }
+
+// A trace is divided entry by entry: shard I of N replays entries k with
+// k mod N = I-1, each at its own timestamp and with its own lengths, and a
+// request-count trace row's shards send the row's count together.
+func TestShardedTrace(t *testing.T) {
+	ts := []float64{0, 20, 20, 50, 90, 150}
+	in := []int{50, 300, 20, 513, 64, 1}
+	out := []int{3, 8, 2, 5, 4, 1}
+	src := `server: {target: builtin, sim: {preset: fixed, ttft: 2ms, itl: 1ms}}
+defaults: {body: {ignore_eos: true}}
+rows:
+  - {id: replay, warmup: 1, trace: {file: trace.jsonl, block_size: 16}}
+  - {id: first3, requests: 3, trace: {file: trace.jsonl, block_size: 16}}
+`
+	seen := map[string]map[int64]bool{"replay": {}, "first3": {}}
+	for i := 1; i <= 2; i++ {
+		dir := t.TempDir()
+		p := planIn(t, dir, src, map[string]string{"trace.jsonl": traceLines(ts, in, out)})
+		res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run"), Shard: Shard{i, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range seen {
+			for _, r := range records(t, res.Dir, id) {
+				if r.Seq%2 != int64(i-1) || seen[id][r.Seq] || id == "first3" && r.Seq >= 3 {
+					t.Errorf("%s %d/2: sent entry %d", id, i, r.Seq)
+				}
+				seen[id][r.Seq] = true
+				if want := int64(ts[r.Seq] * 1e6); r.ScheduledNS != want || r.InputTokens.Requested != in[r.Seq] || r.Warmup != (id == "replay" && r.Seq == 0) {
+					t.Errorf("%s %d/2 entry %d: scheduled %v, input %d, warmup %v; want the entry's %v, %d", id, i, r.Seq, time.Duration(r.ScheduledNS), r.InputTokens.Requested, r.Warmup, time.Duration(want), in[r.Seq])
+				}
+			}
+		}
+	}
+	if len(seen["replay"]) != len(ts) || len(seen["first3"]) != 3 {
+		t.Errorf("two shards replayed %d entries of %d, and %d of a 3-request row", len(seen["replay"]), len(ts), len(seen["first3"]))
+	}
+}
