@@ -42,6 +42,10 @@ type Summary struct {
 	// what was missing and what was summarised again, so that a record
 	// judged on it says it was rebuilt.
 	Rebuilt string `json:"rebuilt,omitempty"`
+	// MissingShards lists the shards (by index, from 1) that a merged
+	// run (infermatrix merge) lacks: its figures cover only part of the
+	// load, so the run is judged INCONCLUSIVE whatever its rows say.
+	MissingShards []int `json:"missing_shards,omitempty"`
 }
 
 // Row returns the summary of the row with this id, or nil.
@@ -184,6 +188,11 @@ type SelfCheck struct {
 	RequestedRate float64 `json:"requested_rate_per_s,omitempty"`
 	ScheduledRate float64 `json:"scheduled_rate_per_s,omitempty"`
 	AchievedRate  float64 `json:"achieved_rate_per_s,omitempty"`
+	// Users is how many of a closed-loop row's users this run ran, set
+	// only when it is not the row's concurrency: a shard of a
+	// distributed run (run --shard) runs its part of them, and is held
+	// to that part.
+	Users int `json:"users,omitempty"`
 	// DispatchLag is how late each open-loop request left the client
 	// against its schedule, queue time excluded, in ms.
 	DispatchLag Dist `json:"dispatch_lag_ms"`
@@ -402,6 +411,9 @@ type Options struct {
 	// RequestedRate is a rate row's rate, for the self-check; 0 for
 	// other rows.
 	RequestedRate float64
+	// Users is a closed-loop shard's part of the row's users, for the
+	// self-check (SelfCheck.Users); 0 for the row's own.
+	Users int
 	// OpenLoop says the row dispatches on a schedule (a rate or a trace),
 	// so that dispatch lag is measured and checked.
 	OpenLoop bool
@@ -933,6 +945,7 @@ func (a *Aggregator) selfCheck() SelfCheck {
 	if a.gaps > 0 {
 		c.ZeroGapShare = round6(float64(a.zeroGaps) / float64(a.gaps))
 	}
+	c.Users = a.opts.Users
 	if !a.opts.OpenLoop && a.opts.RequestedRate <= 0 {
 		return c
 	}

@@ -272,6 +272,7 @@ func RunFacts(man *rundir.Manifest) [][2]string {
 	}
 	out = append(out, [2]string{"Run", run})
 	out = append(out, [2]string{"Experiment", fmt.Sprintf("%s, sha256 %s", man.Experiment.File, verdict.ShortCommit(man.Experiment.SHA256))})
+	out = append(out, shardFacts(man)...)
 	return out
 }
 

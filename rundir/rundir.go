@@ -93,9 +93,35 @@ type Manifest struct {
 	// Virtual says the run ran on the built-in server's virtual clock
 	// (run --virtual): its times are simulated, not measured on a socket.
 	Virtual bool `json:"virtual,omitempty"`
+	// Shard says the run is one shard of a distributed run (run --shard
+	// I/N): which one, of how many, and the plan every shard derived its
+	// share from. Nil for a run that is not sharded.
+	Shard *ShardInfo `json:"shard,omitempty"`
+	// Merged says the run was put together by infermatrix merge from
+	// the shards of a distributed run; nil for a run that ran as one.
+	Merged *MergeInfo `json:"merged,omitempty"`
 	// Variants are the server variants the rows ran under, in run order
 	// (server.variants); none for a run without them.
 	Variants []*VariantInfo `json:"variants,omitempty"`
+}
+
+// ShardInfo places one shard of a distributed run (issue 15). Every shard
+// of one run has the same Count and PlanSHA256; infermatrix merge refuses
+// shards that differ and calls a merge with a missing Index INCONCLUSIVE.
+type ShardInfo struct {
+	// Index is the shard's number, from 1; Count how many shards the run
+	// has.
+	Index int `json:"index"`
+	Count int `json:"count"`
+	// PlanSHA256 is the hash of the global plan (the experiment as run,
+	// before any shard took its share): equal hashes, equal schedules.
+	PlanSHA256 string `json:"plan_sha256"`
+	// StartAt is the instant every shard began its first row
+	// (--start-at), nil when the shard started when it was launched.
+	StartAt *time.Time `json:"start_at,omitempty"`
+	// StartSkewNS is how late this shard began its first row against
+	// StartAt: its own clock's view, for the self-check.
+	StartSkewNS int64 `json:"start_skew_ns,omitempty"`
 }
 
 // Host is the machine the client ran on.

@@ -79,6 +79,8 @@ type rowRun struct {
 	// gate; each nil when the row has none (ramp.go, prefill_gate.go).
 	ramp    *rampClock
 	prefill *prefillGate
+	// shard is the run's shard (shard.go); zero when it is not sharded.
+	shard Shard
 
 	mu       sync.Mutex
 	seq      int64
@@ -113,10 +115,11 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 		return ticket{}, false
 	}
 	r := rr.row
-	warm := rr.seq < int64(r.Warmup+rr.primeCount()) ||
+	rr.seq = rr.nextKept(rr.seq)
+	warm := rr.seq < int64(rr.warmupCount()+rr.primeCount()) ||
 		(r.WarmupDuration > 0 && now.Sub(rr.loadStart) < r.WarmupDuration.D())
 	if !warm {
-		if r.Requests > 0 && rr.measured >= r.Requests {
+		if n := rr.requestCount(); n > 0 && rr.measured >= n {
 			rr.stop(stopRequests)
 			return ticket{}, false
 		}
@@ -158,9 +161,10 @@ func (rr *rowRun) peek(due time.Time) (int64, bool) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	r := rr.row
-	warm := rr.seq < int64(r.Warmup+rr.primeCount()) ||
+	rr.seq = rr.nextKept(rr.seq)
+	warm := rr.seq < int64(rr.warmupCount()+rr.primeCount()) ||
 		(r.WarmupDuration > 0 && due.Sub(rr.loadStart) < r.WarmupDuration.D())
-	return rr.seq, warm || r.Requests == 0 || rr.measured < r.Requests
+	return rr.seq, warm || rr.requestCount() == 0 || rr.measured < rr.requestCount()
 }
 
 // stop ends dispatching; rr.mu must be held.
@@ -207,17 +211,25 @@ func (rr *rowRun) primeCount() int { return rr.row.PrimingRequests() }
 
 // recordID is a request's id, unique in the run: the run, the row's
 // index, the trial of a repeated row, and the request's sequence number.
+// A shard's ids carry the shard too: every shard sends the same warm
+// prefixes, under the same sequence numbers, and shards on virtual time
+// share the run id (virtualNonce), so ids stay unique in a merge.
 func (rr *rowRun) recordID(seq int64) string {
-	if rr.trial > 0 {
-		return fmt.Sprintf("%s-%d-t%d-%d", rr.runID, rr.index, rr.trial, seq)
+	id := rr.runID
+	if rr.shard.on() {
+		id = fmt.Sprintf("%s-s%d", id, rr.shard.Index)
 	}
-	return fmt.Sprintf("%s-%d-%d", rr.runID, rr.index, seq)
+	if rr.trial > 0 {
+		return fmt.Sprintf("%s-%d-t%d-%d", id, rr.index, rr.trial, seq)
+	}
+	return fmt.Sprintf("%s-%d-%d", id, rr.index, seq)
 }
 
 // prepare builds the request for a ticket. Building happens before the
 // request's scheduled time, so prompt synthesis delays no dispatch.
 func (rr *rowRun) prepare(t ticket, scheduled time.Duration) (*call, error) {
 	r := rr.row
+	t.seq = rr.promptSeq(t.seq)
 	rec := rr.newRecord(t, scheduled)
 	var body []byte
 	var err error
@@ -423,7 +435,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 // its previous one ends. It returns when dispatching stops (the users still
 // finish their last requests, tracked by wg).
 func (rr *rowRun) closedLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
-	for w := 0; w < rr.row.Load.Concurrency; w++ {
+	for w := 0; w < rr.shard.split(rr.row.Load.Concurrency); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -665,8 +677,9 @@ type preparedCall struct {
 func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan struct{}, built *sync.WaitGroup) <-chan preparedCall {
 	out := make(chan preparedCall, prepareDepth)
 	rr.mu.Lock()
-	seq := rr.seq
+	seq := rr.nextKept(rr.seq)
 	rr.mu.Unlock()
+	next = rr.kept(next)
 	offset := rr.loadStart.Sub(rr.start)
 	// A row with a known number of requests builds no more than it sends:
 	// long prompts (a Mooncake trace's) are not cheap to build.
@@ -677,9 +690,9 @@ func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan st
 	built.Add(1)
 	go func() {
 		defer built.Done()
-		for ; ; seq++ {
+		for ; ; seq = rr.nextKept(seq + 1) {
 			var item preparedCall
-			if seq == limit {
+			if limit >= 0 && seq >= limit {
 				item.exhausted = true
 				select {
 				case out <- item:

@@ -67,6 +67,13 @@ type Options struct {
 	// Live receives every request's start, end and record as the run
 	// goes, for run --metrics-addr (docs/live-metrics.md); nil for none.
 	Live *livemetrics.Recorder
+	// Shard runs one shard of a distributed run (run --shard I/N,
+	// runner/shard.go, docs/sharding.md); zero for the whole run.
+	Shard Shard
+	// StartAt, with Shard, starts the first row at that instant and each
+	// later row at the instant the plan fixes (runner/startat.go); zero
+	// starts at once.
+	StartAt time.Time
 }
 
 // Result is a finished (or interrupted) run.
@@ -123,6 +130,29 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintln(opts.Log, textsafe.Terminal(fmt.Sprintf(format, args...)))
+		}
+	}
+	if err := opts.Shard.Check(); err != nil {
+		return nil, err
+	}
+	if opts.Shard.on() {
+		if p := shardProblems(plan, opts.Shard); len(p) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrBadShard, strings.Join(p, "; "))
+		}
+	}
+	if !opts.StartAt.IsZero() {
+		var p []string
+		switch {
+		case !opts.Shard.on():
+			p = append(p, "--start-at aligns shards: it needs --shard")
+		case opts.Virtual:
+			p = append(p, "--start-at is a wall-clock instant: it does not apply on virtual time")
+		case time.Until(opts.StartAt) < -StartPastTolerance:
+			p = append(p, fmt.Sprintf("%s is %v in the past", opts.StartAt.UTC().Format(time.RFC3339), -time.Until(opts.StartAt).Round(time.Second)))
+		}
+		p = append(p, startProblems(plan)...)
+		if len(p) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrBadStart, strings.Join(p, "; "))
 		}
 	}
 	if opts.Virtual {
@@ -227,6 +257,13 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Baseline:  opts.Baseline,
 		Virtual:   opts.Virtual,
 	}
+	if opts.Shard.on() {
+		man.Shard = &rundir.ShardInfo{Index: opts.Shard.Index, Count: opts.Shard.Count, PlanSHA256: plan.SHA256}
+		if !opts.StartAt.IsZero() {
+			at := opts.StartAt.UTC()
+			man.Shard.StartAt = &at
+		}
+	}
 	if err := writeStart(dir, plan, man); err != nil {
 		return nil, err
 	}
@@ -256,7 +293,12 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		Virtual: opts.Virtual,
 	}}
 	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, virtual: vs, logf: logf, secrets: creds.secrets, scrape: scrape,
-		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live}
+		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live, shard: opts.Shard}
+	if man.Shard != nil && man.Shard.StartAt != nil {
+		rs.starts = &startClock{next: *man.Shard.StartAt, first: true, logf: logf,
+			skew: func(d time.Duration) { man.Shard.StartSkewNS = d.Nanoseconds() }}
+		logf("shard %s: first row at %s", opts.Shard, man.Shard.StartAt.Format(time.RFC3339Nano))
+	}
 	opts.Live.Start(plan.Experiment.Name, runID(nonce))
 	if opts.Terminal {
 		rs.bar = opts.Log
@@ -300,6 +342,12 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 					Headers: mergeHeaders(mergeHeaders(plan.Server.Headers, row.Headers), creds.headers), Tok: toks[row.Tokenizer], Budget: budget}
 				if rs.virtual != nil {
 					cl.HTTP, cl.Clock = rs.virtual.http, rs.virtual.v.ClientClock
+				}
+				if rs.starts != nil && !rs.starts.wait(ctx, row) {
+					if round == 1 {
+						rows[i] = notRun(row, nil)
+					}
+					continue
 				}
 				runRow := rs.runRow
 				if row.Search != nil {
@@ -403,6 +451,11 @@ type runState struct {
 	searches *searchRuns
 	// live keeps the run's live figures; nil when they are off.
 	live *livemetrics.Recorder
+	// shard is the run's shard; zero when it is not sharded.
+	shard Shard
+	// starts holds each row to its planned start (--start-at); nil
+	// starts each row as soon as the one before ends.
+	starts *startClock
 }
 
 // runRow runs one row with its collector: the single goroutine that appends
@@ -470,6 +523,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	}
 	rr := &rowRun{row: row, index: index, trial: trial, runID: runID(nonce), client: cl, wl: wl, urls: st.urls, record: record, gate: gt, live: live}
 	rr.templateTokens = st.templateCounter(row, cl)
+	rr.shard = st.shard
 	// The row's clock starts here, and its first scrape is taken before
 	// its first request, so the server's counters cover every request.
 	rr.start = time.Now()

@@ -18,6 +18,15 @@ func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 		// A conversation row's rate is of conversations; its requests
 		// are their turns, and have no rate of their own to check.
 		opts.RequestedRate = row.Load.Rate
+		if st.shard.on() {
+			// A shard is asked for every N-th arrival: 1/N of the rate.
+			opts.RequestedRate /= float64(st.shard.Count)
+		}
+	}
+	if row.Load.Mode == schema.ModeConcurrency && st.shard.on() && row.Load.Ramp == nil {
+		if u := st.shard.split(row.Load.Concurrency); u != row.Load.Concurrency {
+			opts.Users = u
+		}
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	opts.Ramp = row.Load.Ramp.Metrics()

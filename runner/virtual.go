@@ -485,7 +485,7 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 			}
 			break
 		}
-		users := rr.row.Load.Concurrency
+		users := rr.shard.split(rr.row.Load.Concurrency)
 		if rr.ramp != nil {
 			users = int(rr.ramp.plan.Levels[0])
 		}
@@ -644,6 +644,7 @@ func (x *vexec) openLoop(halted func() bool) {
 	default:
 		next = rr.rateArrivals()
 	}
+	next = rr.kept(next)
 	base := x.v.Now() // the load's start on the virtual clock
 	offset := x.since0()
 	// Slots of max_concurrency: an arrival that finds none free waits,

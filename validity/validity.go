@@ -291,7 +291,11 @@ func checkLoad(row *schema.PlannedRow, rs *metrics.RowSummary, cfg schema.Validi
 	sc := rs.SelfCheck
 	switch row.Load.Mode {
 	case schema.ModeConcurrency:
-		c := float64(row.Load.Concurrency)
+		users := row.Load.Concurrency
+		if sc.Users > 0 {
+			users = sc.Users // a shard's part of the users (run --shard)
+		}
+		c := float64(users)
 		if cv := row.Conversation; cv != nil && cv.ThinkTime > 0 {
 			// Users idle between turns by design: fewer than c requests
 			// in flight is the load asked for, not a shortfall.
@@ -301,12 +305,12 @@ func checkLoad(row *schema.PlannedRow, rs *metrics.RowSummary, cfg schema.Validi
 		}
 		if rs.WindowS > 0 && rs.InFlight.Mean < (1-tol)*c {
 			fix := "send more requests, so that every user is busy for most of the window"
-			if rs.Requests.Sent < row.Load.Concurrency*2 {
-				fix = fmt.Sprintf("send many more requests than users (%d sent for %d users)", rs.Requests.Sent, row.Load.Concurrency)
+			if rs.Requests.Sent < users*2 {
+				fix = fmt.Sprintf("send many more requests than users (%d sent for %d users)", rs.Requests.Sent, users)
 			}
 			fail(Load, fix,
 				"the server had %s requests in flight on average (at most %d), short of the row's %d users by more than %s%%",
-				num(rs.InFlight.Mean), rs.InFlight.Max, row.Load.Concurrency, trimFloat(100*tol))
+				num(rs.InFlight.Mean), rs.InFlight.Max, users, trimFloat(100*tol))
 		}
 	case schema.ModeRate, schema.ModeTrace:
 		if row.Conversation != nil {

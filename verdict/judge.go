@@ -351,9 +351,16 @@ func JudgeWith(plan *schema.Plan, s *metrics.Summary, base *Baseline) *Decision 
 	why("with rules but left out of this run (--rows): %s", skipped)
 	why("an operating point that a point above it, invalid or not run, might beat: %s", opInconclusive)
 	why("no operating point can be claimed: no valid point passes, and the points that might were invalid or did not run: %s", opNone)
+	if len(s.MissingShards) > 0 {
+		d.Why = append(d.Why, fmt.Sprintf("merged without shard%s %s of the distributed run: its figures cover only part of the load", pluralS(len(s.MissingShards)), intList(s.MissingShards)))
+	}
 	switch {
 	case s.Interrupted:
 		d.Verdict = Incomplete
+	case len(s.MissingShards) > 0:
+		// Part of the load is missing: neither a pass nor a failure on
+		// the rest stands for the run.
+		d.Verdict = Inconclusive
 	case len(failed) > 0 || len(opFail) > 0:
 		d.Verdict = Fail
 	case len(invalid) > 0 || len(notRun) > 0 || len(broken) > 0 || len(skipped) > 0 || len(opInconclusive) > 0 || len(opNone) > 0:

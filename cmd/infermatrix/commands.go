@@ -53,6 +53,7 @@ or left out), 130 interrupted.`,
 		newValidateCmd(stdout, stderr),
 		newPlanCmd(stdout),
 		newReportCmd(stdout, stderr),
+		newMergeCmd(stdout, stderr),
 		newHistoryCmd(stdout, stderr),
 		newCompareCmd(stdout, stderr),
 		newSimCmd(ctx, stdout, stderr),
@@ -93,6 +94,7 @@ func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *co
 	var virtual bool
 	var metricsAddr string
 	var metricsLinger time.Duration
+	var shardFlag, startAtFlag string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run an experiment and write its decision record",
@@ -114,7 +116,14 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 /metrics in the Prometheus text format while the run lasts, and for
 --metrics-linger after it, so that the last scrape reads the final figures
 (docs/live-metrics.md). 127.0.0.1 keeps them on the host; a pod needs
-0.0.0.0 for Prometheus to reach them.`,
+0.0.0.0 for Prometheus to reach them.
+
+--shard I/N runs shard I of N of a distributed run: every shard derives the
+same seeded schedule and sends its share (every N-th arrival of an open-loop
+row or trace, an even part of a closed loop's users and count), so that the
+union of the shards is the whole run (docs/sharding.md). --start-at TIME
+(RFC 3339) begins the first row at that instant and every later row at an
+instant the plan fixes, so that shards launched apart stay aligned.`,
 		Example: `  # on the built-in simulated server
   infermatrix run experiments/quickstart.yaml
 
@@ -131,6 +140,22 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
 				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
+			}
+			var shard runner.Shard
+			if shardFlag != "" {
+				s, err := runner.ParseShard(shardFlag)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--shard: %w", err))
+				}
+				shard = s
+			}
+			var startAt time.Time
+			if startAtFlag != "" {
+				t, err := time.Parse(time.RFC3339Nano, startAtFlag)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--start-at %q: want an RFC 3339 time, e.g. 2026-11-27T20:00:00Z: %w", startAtFlag, err))
+				}
+				startAt = t
 			}
 			if metricsLinger < 0 {
 				return withCode(exitUsage, fmt.Errorf("--metrics-linger %v: want a duration of 0 or more", metricsLinger))
@@ -149,7 +174,11 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 			}
 			var live *livemetrics.Recorder
 			if metricsAddr != "" {
-				live, err = livemetrics.New(livemetrics.Options{})
+				var labels map[string]string
+				if shard != (runner.Shard{}) {
+					labels = map[string]string{"shard": shard.String()}
+				}
+				live, err = livemetrics.New(livemetrics.Options{Labels: labels})
 				if err != nil {
 					return withCode(exitUsage, err)
 				}
@@ -160,8 +189,14 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 				fmt.Fprintf(stderr, "live metrics at %s\n", srv.URL())
 				defer func() { _ = srv.Close(metricsLinger) }()
 			}
-			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live})
+			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live, Shard: shard, StartAt: startAt})
 			if res == nil {
+				if errors.Is(runErr, runner.ErrBadStart) {
+					return withCode(exitUsage, fmt.Errorf("--start-at: %w\nnothing was run", runErr))
+				}
+				if errors.Is(runErr, runner.ErrBadShard) {
+					return withCode(exitUsage, fmt.Errorf("--shard: %w\nnothing was run", runErr))
+				}
 				if errors.Is(runErr, runner.ErrNotVirtual) {
 					return withCode(exitUsage, fmt.Errorf("--virtual: %w\nnothing was run", runErr))
 				}
@@ -212,6 +247,8 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 	cmd.Flags().StringVar(&target, "target", "", "override the server: builtin, or a base URL such as http://127.0.0.1:8000/v1")
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "run only these rows (ids, comma-separated; a swept row's id selects all its points)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the run's live figures at http://HOST:PORT/metrics in the Prometheus text format (e.g. 127.0.0.1:9464; 0.0.0.0:9464 in a pod)")
+	cmd.Flags().StringVar(&shardFlag, "shard", "", "run shard I of N of a distributed run (e.g. 2/4): this shard's share of the global schedule (docs/sharding.md)")
+	cmd.Flags().StringVar(&startAtFlag, "start-at", "", "with --shard: begin the first row at this RFC 3339 instant and each later row at the instant the plan fixes (docs/sharding.md)")
 	cmd.Flags().DurationVar(&metricsLinger, "metrics-linger", 2*time.Second, "with --metrics-addr: keep serving this long after the run, for a last scrape of the final figures")
 	cmd.Flags().BoolVar(&virtual, "virtual", false, "run on the built-in server's virtual clock: no socket, no waiting, deterministic for a seed (needs target builtin and an engine preset)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "judge against this run (a run directory, or runs/<name> for its newest complete run): rules read it as baseline.<metric>; overrides the file's baseline key")

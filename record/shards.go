@@ -1,0 +1,45 @@
+package record
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/verdict"
+)
+
+// shardFacts say that a run is one shard of a distributed run, or that it
+// was merged from shards (and which are missing), so that a reader of a
+// shard's record knows it measured only part of the load, and a reader of
+// a merged one where each part came from. The merged run's host and tool
+// are its first shard's.
+func shardFacts(man *rundir.Manifest) [][2]string {
+	var out [][2]string
+	if s := man.Shard; s != nil {
+		v := fmt.Sprintf("%d of %d (plan sha256 %s): this run sent only its share of each row's load", s.Index, s.Count, verdict.ShortCommit(s.PlanSHA256))
+		if s.StartAt != nil {
+			v += fmt.Sprintf("; shared start %s, began %s late", s.StartAt.UTC().Format(time.RFC3339Nano), time.Duration(s.StartSkewNS))
+		}
+		out = append(out, [2]string{"Shard", v})
+	}
+	if m := man.Merged; m != nil {
+		var from []string
+		for _, s := range m.From {
+			from = append(from, fmt.Sprintf("%d (%s, %s)", s.Index, s.Dir, s.Status))
+		}
+		v := fmt.Sprintf("%d of %d shards (plan sha256 %s): %s; host and tool are shard %d's", len(m.From), m.Count, verdict.ShortCommit(m.PlanSHA256), strings.Join(from, "; "), firstIndex(m))
+		if len(m.Missing) > 0 {
+			v += fmt.Sprintf("; MISSING: %s", strings.Trim(fmt.Sprint(m.Missing), "[]"))
+		}
+		out = append(out, [2]string{"Merged", v})
+	}
+	return out
+}
+
+func firstIndex(m *rundir.MergeInfo) int {
+	if len(m.From) == 0 {
+		return 0
+	}
+	return m.From[0].Index
+}
