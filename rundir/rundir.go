@@ -122,6 +122,22 @@ type ShardInfo struct {
 	// StartSkewNS is how late this shard began its first row against
 	// StartAt: its own clock's view, for the self-check.
 	StartSkewNS int64 `json:"start_skew_ns,omitempty"`
+	// RowStarts are the rows' planned and actual starts under StartAt,
+	// in run order: a row that began late (the row before overran its
+	// slot) is out of step with the other shards for that long, which
+	// merge reports (and judges) per row. Empty without StartAt.
+	RowStarts []RowStart `json:"row_starts,omitempty"`
+}
+
+// RowStart is one row's start against the schedule --start-at fixes.
+type RowStart struct {
+	// Row is the row's id (a repeated row's trials each have one).
+	Row string `json:"row"`
+	// Planned is the instant the plan fixed for the row's start.
+	Planned time.Time `json:"planned"`
+	// LateNS is how late, by this shard's clock, the row began against
+	// Planned (0 or more; a row never starts early).
+	LateNS int64 `json:"late_ns"`
 }
 
 // Host is the machine the client ran on.
