@@ -39,6 +39,9 @@ type Result struct {
 	Written  *reports.Written
 	// Missing lists the shard indexes absent from the merge.
 	Missing []int
+	// Absent says, for each path given that held no finished shard when
+	// the wait ended (Run with Options.Wait), why.
+	Absent []rundir.AbsentShard
 }
 
 type shard struct {
@@ -57,19 +60,34 @@ func Merge(dirs []string, out string, now time.Time) (*Result, error) {
 	}
 	shards := make([]shard, 0, len(dirs))
 	for _, p := range dirs {
-		d, err := rundir.Open(p)
+		s, err := open(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s is not a run directory: %w", ErrUsage, p, err)
+			return nil, err
 		}
-		m, err := d.Manifest()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUsage, p, err)
-		}
-		if m.Shard == nil {
-			return nil, fmt.Errorf("%w: %s is a run that was not sharded (its manifest has no shard); merge takes the directories of run --shard I/N", ErrUsage, p)
-		}
-		shards = append(shards, shard{d, m})
+		shards = append(shards, *s)
 	}
+	return merge(shards, nil, out, now)
+}
+
+// open reads the shard run directory at p.
+func open(p string) (*shard, error) {
+	d, err := rundir.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a run directory: %w", ErrUsage, p, err)
+	}
+	m, err := d.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUsage, p, err)
+	}
+	if m.Shard == nil {
+		return nil, fmt.Errorf("%w: %s is a run that was not sharded (its manifest has no shard); merge takes the directories of run --shard I/N", ErrUsage, p)
+	}
+	return &shard{d, m}, nil
+}
+
+// checkShards refuses shards that are not of one distributed run, or two
+// with one index, and returns the directory of each index.
+func checkShards(shards []shard) (map[int]string, error) {
 	first := shards[0].man
 	seen := map[int]string{}
 	for _, s := range shards {
@@ -92,6 +110,17 @@ func Merge(dirs []string, out string, now time.Time) (*Result, error) {
 		}
 		seen[sh.Index] = s.dir.Path
 	}
+	return seen, nil
+}
+
+// merge writes the merged run of shards into out; absent are the paths
+// given that held no finished shard when a wait ended.
+func merge(shards []shard, absent []rundir.AbsentShard, out string, now time.Time) (*Result, error) {
+	seen, err := checkShards(shards)
+	if err != nil {
+		return nil, err
+	}
+	first := shards[0].man
 	sort.Slice(shards, func(i, j int) bool { return shards[i].man.Shard.Index < shards[j].man.Shard.Index })
 
 	plan, err := reports.PlanOf(shards[0].dir, first)
@@ -119,6 +148,8 @@ func Merge(dirs []string, out string, now time.Time) (*Result, error) {
 		}
 	}
 	man.Merged.Missing = res.Missing
+	man.Merged.Absent = absent
+	res.Absent = absent
 	if err := dst.WriteJSON(rundir.ManifestFile, man); err != nil {
 		return nil, err
 	}

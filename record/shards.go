@@ -32,6 +32,13 @@ func shardFacts(man *rundir.Manifest) [][2]string {
 		if len(m.Missing) > 0 {
 			v += fmt.Sprintf("; MISSING: %s", strings.Trim(fmt.Sprint(m.Missing), "[]"))
 		}
+		for _, a := range m.Absent {
+			if a.Index > 0 {
+				v += fmt.Sprintf("; shard %d (%s): %s", a.Index, a.Dir, a.Reason)
+			} else {
+				v += fmt.Sprintf("; %s: %s", a.Dir, a.Reason)
+			}
+		}
 		out = append(out, [2]string{"Merged", v})
 	}
 	return out

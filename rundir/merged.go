@@ -13,6 +13,9 @@ type MergeInfo struct {
 	// Missing lists the indexes of shards not merged (the merged run is
 	// INCONCLUSIVE when there are any).
 	Missing []int `json:"missing,omitempty"`
+	// Absent says why, for each path merge --wait was given that held no
+	// finished shard when the wait ended.
+	Absent []AbsentShard `json:"absent,omitempty"`
 }
 
 // MergedShard is one shard a merged run was made from.
@@ -25,4 +28,15 @@ type MergedShard struct {
 	// the shared start (--start-at), as the shard measured it: the
 	// spread of these says how well the shards were aligned.
 	StartSkewNS int64 `json:"start_skew_ns,omitempty"`
+}
+
+// AbsentShard is a path merge was given that held no finished shard when
+// its wait (merge --wait) ended: why the shard is missing.
+type AbsentShard struct {
+	// Index is the shard's index when the path held its manifest (a
+	// shard still running); 0 when the path held no run directory, so
+	// which shard it was to hold is not known.
+	Index  int    `json:"index,omitempty"`
+	Dir    string `json:"dir"`
+	Reason string `json:"reason"`
 }

@@ -81,7 +81,7 @@ func interruptContext(first string) (context.Context, context.CancelFunc) {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(ctx, args, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}

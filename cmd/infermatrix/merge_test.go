@@ -86,4 +86,35 @@ func TestMergeShards(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d with %q\n%s\n%s", tt.name, r.code, tt.code, tt.want, r.stdout, r.stderr)
 		}
 	}
+
+	// --termination-log: every ending in one paragraph, for Kubernetes.
+	tlog := filepath.Join(dir, "termination-log")
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"pass", []string{s1, s2, "-o", filepath.Join(dir, "t1")}, exitOK,
+			[]string{"verdict PASS (exit 0)", "1 of 1 judged rows pass", "Merged 2 of 2 shards", "Output: " + filepath.Join(dir, "t1")}},
+		{"waited, one never came", []string{s1, filepath.Join(dir, "absent"), "-o", filepath.Join(dir, "t2"), "--wait", "50ms"}, exitInconclusive,
+			[]string{"verdict INCONCLUSIVE (exit 5)", "merged without shard 2", "missing: 2", filepath.Join(dir, "absent") + ": no run directory after waiting 50ms"}},
+		{"refused", []string{s1, other, "-o", filepath.Join(dir, "t3")}, exitInvalid, []string{"merge refused (exit 4)", "nothing was merged"}},
+		{"none finished", []string{filepath.Join(dir, "absent"), "-o", filepath.Join(dir, "t4"), "--wait", "10ms"}, exitRuntime, []string{"merge failed (exit 1)", "no shard finished"}},
+	} {
+		r := cli(t, ctx, append([]string{"merge", "--termination-log", tlog}, tt.args...)...)
+		b, err := os.ReadFile(tlog)
+		if r.code != tt.code || err != nil {
+			t.Errorf("%s: exit %d, want %d; termination log: %v\n%s", tt.name, r.code, tt.code, err, r.stderr)
+			continue
+		}
+		if strings.Count(strings.TrimSpace(string(b)), "\n") > 0 {
+			t.Errorf("%s: termination log is not one paragraph: %q", tt.name, b)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s: termination log %q does not say %q", tt.name, b, w)
+			}
+		}
+	}
 }
