@@ -167,6 +167,9 @@ func merge(shards []shard, absent []rundir.AbsentShard, out string, now time.Tim
 		return nil, err
 	}
 	sum.MissingShards = res.Missing
+	if err := carry(sum, man, shards, plan); err != nil {
+		return nil, err
+	}
 	if err := dst.WriteJSON(rundir.SummaryFile, sum); err != nil {
 		return nil, err
 	}
@@ -199,7 +202,8 @@ func mergedManifest(shards []shard, now time.Time) *rundir.Manifest {
 		if err != nil {
 			abs = s.dir.Path
 		}
-		m.Merged.From = append(m.Merged.From, rundir.MergedShard{Index: s.man.Shard.Index, Dir: abs, Status: s.man.Status, StartSkewNS: s.man.Shard.StartSkewNS})
+		m.Merged.From = append(m.Merged.From, rundir.MergedShard{Index: s.man.Shard.Index, Dir: abs, Status: s.man.Status,
+			StartSkewNS: s.man.Shard.StartSkewNS, StartAt: s.man.Shard.StartAt, RowStarts: s.man.Shard.RowStarts})
 		if s.man.Started.Before(m.Started) {
 			m.Started = s.man.Started
 		}

@@ -120,6 +120,9 @@ type RowSummary struct {
 	// (CPU use, the timer probe, the built-in server's lateness), so those
 	// self-check figures are absent and their validity checks not made.
 	Rebuilt bool `json:"rebuilt,omitempty"`
+	// Merged is set on a merged run's row (infermatrix merge): what its
+	// shards measured of themselves, and how far apart they began it.
+	Merged *MergedRow `json:"merged,omitempty"`
 
 	// Trial is set in one trial's own summary (rows/<id>/trial-<k>/
 	// summary.json, and each entry of Trials): k, from 1. Zero for a

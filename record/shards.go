@@ -39,6 +39,9 @@ func shardFacts(man *rundir.Manifest) [][2]string {
 				v += fmt.Sprintf("; %s: %s", a.Dir, a.Reason)
 			}
 		}
+		if spreads := startSpreads(man); spreads != "" {
+			v += "; shards' start spread per row (--start-at): " + spreads
+		}
 		out = append(out, [2]string{"Merged", v})
 	}
 	return out
@@ -49,4 +52,26 @@ func firstIndex(m *rundir.MergeInfo) int {
 		return 0
 	}
 	return m.From[0].Index
+}
+
+// startSpreads lists how far apart the merged shards began each row under
+// --start-at ("decode 3ms, prefill 12ms"; a repeated row's widest trial),
+// or "" when the shards recorded no row starts: a row whose spread is
+// past validity's alignment limit is invalid, and this shows how close
+// the others came.
+func startSpreads(man *rundir.Manifest) string {
+	var out []string
+	for i, r := range man.Rows {
+		first := i == 0
+		spread, ok := man.Merged.StartSpread(r.ID, 0, first)
+		for k := 1; k <= r.Repeat; k++ {
+			if d, tok := man.Merged.StartSpread(r.ID, k, first); tok && (!ok || d > spread) {
+				spread, ok = d, true
+			}
+		}
+		if ok {
+			out = append(out, fmt.Sprintf("%s %v", r.ID, spread.Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -493,6 +493,7 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 		}
 		re.Rebuilt = rs.Rebuilt
 		re.Error = rs.Error
+		re.Merged = rs.Merged // what a merged run's shards measured live: not in the records
 		if rs.Semantics == "" {
 			re.Semantics = "" // a summary from before the setting existed
 		}

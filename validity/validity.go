@@ -156,7 +156,7 @@ func check(in Input, part int) Verdict {
 		// The checks below pass on an absent figure; say so rather than
 		// let a rebuilt row look checked.
 		var unmeasured []string
-		for _, c := range []string{ClientCPU, ClientStall, Simulator, StampError} {
+		for _, c := range LiveOnly {
 			if !cfg.Ignores(c) {
 				unmeasured = append(unmeasured, c)
 			}
@@ -269,6 +269,9 @@ func check(in Input, part int) Verdict {
 			"cache contamination: %.1f%% of the row's prompt tokens were served from the server's cache beyond what the row shares on purpose (%d of %d requests; limit %s%%): the row measured a warm cache",
 			100*c.UnexpectedRatio, c.UnexpectedRequests, c.Requests, trimFloat(100*cfg.CacheRatio))
 	}
+
+	// A merged row: its shards' own live checks, and their alignment.
+	checkMerged(row, rs.Merged, fail)
 	return v
 }
 
