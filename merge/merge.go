@@ -174,11 +174,19 @@ func merge(shards []shard, absent []rundir.AbsentShard, out string, now time.Tim
 		return nil, err
 	}
 	for i := range sum.Rows {
-		if sum.Rows[i].Status == metrics.RowNotRun {
+		rs := &sum.Rows[i]
+		if rs.Status == metrics.RowNotRun {
 			continue
 		}
-		if err := dst.WriteJSON(rundir.RowFile(sum.Rows[i].ID, rundir.SummaryFile), &sum.Rows[i]); err != nil {
+		if err := dst.WriteJSON(rundir.RowFile(rs.ID, rundir.SummaryFile), rs); err != nil {
 			return nil, err
+		}
+		// Each trial's own summary, as the run writes it (without its
+		// timeslices, which only the pooled row keeps here).
+		for j := range rs.Trials {
+			if err := dst.WriteJSON(rundir.RowFile(rundir.TrialRow(rs.ID, rs.Trials[j].Trial), rundir.SummaryFile), &rs.Trials[j]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	res.Manifest = man
@@ -225,23 +233,40 @@ func mergedManifest(shards []shard, now time.Time) *rundir.Manifest {
 	return &m
 }
 
-// mergeRow writes the union of a row's records from every shard, sorted
-// by start time then id. Each shard stamps StartNS from its own clock's
+// mergeRow writes the union of a row's records from every shard: a
+// repeated row's trial by trial (rows/<id>/trial-<k>/), each trial the
+// union of that trial on every shard, since the shards ran trial k of the
+// row together (the rows run in rounds, the same on every shard).
+func mergeRow(dst *rundir.Dir, shards []shard, rowID string) error {
+	n := 0
+	for _, s := range shards {
+		n = max(n, s.dir.Trials(rowID))
+	}
+	if n == 0 {
+		return mergePart(dst, shards, rowID)
+	}
+	for k := 1; k <= n; k++ {
+		if err := mergePart(dst, shards, rundir.TrialRow(rowID, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergePart writes the union of a row's (or a trial's) records from
+// every shard, sorted by start time then id. Each shard stamps StartNS from its own clock's
 // origin, so each shard's records are moved onto one timeline first: the
 // wall clock at StartNS 0 (StartUnixNS - StartNS) is the shard's origin,
 // and the earliest origin is the merged run's. A shard's telemetry is
 // kept as telemetry-shard-I.jsonl beside the records (each shard scraped
 // the servers on its own; the samples are not merged).
-func mergeRow(dst *rundir.Dir, shards []shard, rowID string) error {
+func mergePart(dst *rundir.Dir, shards []shard, rowID string) error {
 	type part struct {
 		recs   []*metrics.Record
 		origin int64
 	}
 	var parts []part
 	for _, s := range shards {
-		if s.dir.Trials(rowID) > 0 {
-			return fmt.Errorf("merge: row %s of %s is repeated (trials): merging trials is not supported yet", rowID, s.dir.Path)
-		}
 		if _, err := os.Stat(s.dir.RecordsPath(rowID)); err != nil {
 			continue // not run on this shard
 		}

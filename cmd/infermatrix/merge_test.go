@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,5 +117,82 @@ func TestMergeShards(t *testing.T) {
 				t.Errorf("%s: termination log %q does not say %q", tt.name, b, w)
 			}
 		}
+	}
+}
+
+// A repeated row's shards are merged trial by trial: each trial of the
+// merged run is the union of that trial on every shard, summarised and
+// pooled as a single run's would be.
+func TestMergeRepeatedRow(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	exp := filepath.Join(dir, "repeat.yaml")
+	body := strings.Replace(mergeExperiment, "    requests: 40\n", "    requests: 24\n    repeat: 3\n", 1)
+	// Constant arrivals: 24 Poisson ones drift from the rate by chance
+	// (the load check), which is not what this test is about.
+	body = strings.ReplaceAll(strings.ReplaceAll(body, "RATE", "20"), "poisson", "constant")
+	if err := os.WriteFile(exp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var shards []string
+	for _, i := range []string{"1/2", "2/2"} {
+		out := filepath.Join(dir, "s"+i[:1])
+		if r := cli(t, ctx, "run", exp, "--virtual", "--shard", i, "--out", out); r.code != exitOK && r.code != exitInconclusive {
+			t.Fatalf("run --shard %s: exit %d\n%s", i, r.code, r.stderr)
+		}
+		shards = append(shards, out)
+	}
+	merged := filepath.Join(dir, "merged")
+	r := cli(t, ctx, "merge", shards[0], shards[1], "-o", merged)
+	if r.code != exitOK || !strings.Contains(r.stdout, "verdict: PASS") {
+		t.Fatalf("merge: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	type counts struct {
+		Completed int `json:"completed"`
+	}
+	var sum struct {
+		Rows []struct {
+			Requests counts `json:"requests"`
+			Trials   []struct {
+				Trial    int    `json:"trial"`
+				Status   string `json:"status"`
+				Requests counts `json:"requests"`
+			} `json:"trials"`
+		} `json:"rows"`
+	}
+	data, err := os.ReadFile(filepath.Join(merged, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &sum); err != nil || len(sum.Rows) != 1 {
+		t.Fatalf("merged summary: %v %s", err, data)
+	}
+	row := sum.Rows[0]
+	if row.Requests.Completed != 72 || len(row.Trials) != 3 {
+		t.Fatalf("merged row: %d completed over %d trials, want 72 over 3", row.Requests.Completed, len(row.Trials))
+	}
+	for k, tr := range row.Trials {
+		if tr.Trial != k+1 || tr.Requests.Completed != 24 || tr.Status != "complete" {
+			t.Errorf("trial %d: %+v, want trial %d complete with the row's 24 requests", k+1, tr, k+1)
+		}
+		lines := 0
+		for _, s := range shards {
+			b, err := os.ReadFile(filepath.Join(s, "rows", "arrivals", fmt.Sprintf("trial-%d", k+1), "requests.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += strings.Count(string(b), "\n")
+		}
+		b, err := os.ReadFile(filepath.Join(merged, "rows", "arrivals", fmt.Sprintf("trial-%d", k+1), "requests.jsonl"))
+		if err != nil || strings.Count(string(b), "\n") != lines {
+			t.Errorf("trial %d: merged records %v, %d lines; the shards hold %d", k+1, err, strings.Count(string(b), "\n"), lines)
+		}
+		if _, err := os.Stat(filepath.Join(merged, "rows", "arrivals", fmt.Sprintf("trial-%d", k+1), "summary.json")); err != nil {
+			t.Errorf("trial %d: no summary.json of its own: %v", k+1, err)
+		}
+	}
+	// The merged run reads back as any run does.
+	if r := cli(t, ctx, "report", merged); r.code != exitOK || strings.Contains(r.stdout+r.stderr, "do not reproduce") {
+		t.Errorf("report of the merged run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
