@@ -54,4 +54,11 @@ func TestMergedRowChecks(t *testing.T) {
 	if len(v.Reasons) != 2 || v.Reasons[0].Message != "shard 3/4: held up" {
 		t.Errorf("reasons %+v, want shard 3/4's client_stall first, then alignment", v.Reasons)
 	}
+
+	// Two shards failing one check name it once in the summary line.
+	rs.Merged = &metrics.MergedRow{ShardInvalid: []metrics.ShardReason{
+		{Shard: 1, Count: 2, Check: ClientCPU, Message: "a"}, {Shard: 2, Count: 2, Check: ClientCPU, Message: "b"}}}
+	if got := Row(Input{Row: row, Summary: rs, Config: schema.DefaultValidity}).Summary(); got != "invalid: client_cpu" {
+		t.Errorf("summary %q, want each check named once", got)
+	}
 }

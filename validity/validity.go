@@ -15,6 +15,7 @@ package validity
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -68,9 +69,13 @@ func (v Verdict) Summary() string {
 	if v.Valid {
 		return "valid"
 	}
-	names := make([]string, len(v.Reasons))
-	for i, r := range v.Reasons {
-		names[i] = r.Check
+	// Each check once: a repeated row's trials, or a merged row's
+	// shards, can fail the same one several times.
+	var names []string
+	for _, r := range v.Reasons {
+		if !slices.Contains(names, r.Check) {
+			names = append(names, r.Check)
+		}
 	}
 	return "invalid: " + strings.Join(names, ", ")
 }
