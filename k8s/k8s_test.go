@@ -9,82 +9,20 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
-	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+
+	"github.com/infermatrix/infermatrix/k8s/k8stest"
 )
-
-// Decoded holds the manifests of one distributed run as the Kubernetes
-// API's own types, decoded strictly: an unknown or duplicated field (a
-// name misspelled or put at the wrong level in objects.go) is an error,
-// as `kubectl apply --validate=strict` makes it.
-type Decoded struct {
-	ConfigMap  *corev1.ConfigMap
-	Claim      *corev1.PersistentVolumeClaim
-	Deployment *appsv1.Deployment
-	Service    *corev1.Service
-	Shards     *batchv1.Job
-	Merge      *batchv1.Job
-}
-
-// strictDecoder decodes YAML into the API's types as the API server's
-// strict field validation does.
-func strictDecoder(t testing.TB) *kjson.Serializer {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, appsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{Yaml: true, Strict: true})
-}
 
 // The strict decoder the tests rely on refuses a misplaced field, so
 // that the tests above can fail.
 func TestStrictDecodingRefusesMisplacedField(t *testing.T) {
 	doc := "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec:\n  completionMode: Indexed\n  template:\n    spec:\n      backoffLimitPerIndex: 0\n      containers: []\n"
-	if _, _, err := strictDecoder(t).Decode([]byte(doc), nil, nil); err == nil || !strings.Contains(err.Error(), "backoffLimitPerIndex") {
+	if _, _, err := k8stest.StrictDecoder(t).Decode([]byte(doc), nil, nil); err == nil || !strings.Contains(err.Error(), "backoffLimitPerIndex") {
 		t.Fatalf("a pod-level backoffLimitPerIndex decoded: %v", err)
 	}
-}
-
-// Decode strictly decodes a manifest stream into the API types.
-func Decode(t testing.TB, stream []byte) *Decoded {
-	t.Helper()
-	ser := strictDecoder(t)
-	var d Decoded
-	for i, doc := range strings.Split(string(stream), "\n---\n") {
-		if i == 0 {
-			continue // the header comment
-		}
-		obj, gvk, err := ser.Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("document %d does not strictly decode: %v\n%s", i, err, doc)
-		}
-		switch o := obj.(type) {
-		case *corev1.ConfigMap:
-			d.ConfigMap = o
-		case *corev1.PersistentVolumeClaim:
-			d.Claim = o
-		case *appsv1.Deployment:
-			d.Deployment = o
-		case *corev1.Service:
-			d.Service = o
-		case *batchv1.Job:
-			if o.Spec.CompletionMode != nil && *o.Spec.CompletionMode == batchv1.IndexedCompletion {
-				d.Shards = o
-			} else {
-				d.Merge = o
-			}
-		default:
-			t.Fatalf("document %d: unexpected %v", i, gvk)
-		}
-	}
-	return &d
 }
 
 func testOptions() Options {
@@ -122,7 +60,7 @@ func render(t *testing.T, o Options) []byte {
 // all resolve, running as the image's non-root user.
 func TestManifestsDecodeStrictlyAndHoldTogether(t *testing.T) {
 	o := testOptions()
-	d := Decode(t, render(t, o))
+	d := k8stest.Decode(t, render(t, o))
 	if d.ConfigMap == nil || d.Claim == nil || d.Shards == nil || d.Merge == nil || d.Deployment != nil {
 		t.Fatalf("objects: %+v", d)
 	}
@@ -204,7 +142,7 @@ func TestManifestsDecodeStrictlyAndHoldTogether(t *testing.T) {
 
 // checkPod holds a pod spec to what the API server and kubelet require of
 // it beyond its shape.
-func checkPod(t *testing.T, name string, p *corev1.PodSpec, d *Decoded) {
+func checkPod(t *testing.T, name string, p *corev1.PodSpec, d *k8stest.Decoded) {
 	t.Helper()
 	if (strings.HasSuffix(name, "-shards") || strings.HasSuffix(name, "-merge")) && p.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("%s: restartPolicy %s; a pod failure policy needs Never", name, p.RestartPolicy)
@@ -308,7 +246,7 @@ func checkLabel(t *testing.T, obj, k, v string) {
 // interruption fails that index only. The merge Job fails on any verdict
 // but PASS, with the code in its condition.
 func TestFailurePoliciesMapExitCodes(t *testing.T) {
-	d := Decode(t, render(t, testOptions()))
+	d := k8stest.Decode(t, render(t, testOptions()))
 	action := func(j *batchv1.Job, code int32) batchv1.PodFailurePolicyAction {
 		for _, r := range j.Spec.PodFailurePolicy.Rules {
 			if r.OnExitCodes != nil && slices.Contains(r.OnExitCodes.Values, code) == (r.OnExitCodes.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn) {
@@ -349,7 +287,7 @@ func TestWithSimAndExistingClaim(t *testing.T) {
 	o.Sim = &Sim{Args: []string{"--preset", "llama-3.1-8b-h100"}}
 	o.RunArgs = []string{"--target", o.SimURL()}
 	o.MetricsPort = 0
-	d := Decode(t, render(t, o))
+	d := k8stest.Decode(t, render(t, o))
 	if d.Claim != nil || d.Deployment == nil || d.Service == nil {
 		t.Fatalf("claim %v deployment %v service %v", d.Claim, d.Deployment, d.Service)
 	}

@@ -39,7 +39,8 @@ and writes a decision record.
 Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed
 (compare: a regression beyond its threshold), 4 invalid experiment (compare: the runs
 cannot be compared), 5 inconclusive (a row with rules was invalid, not run
-or left out), 130 interrupted.`,
+or left out), 130 interrupted. A shard (run --shard) exits 0 once its share is
+recorded: the run's verdict is merge's.`,
 		Example: `  infermatrix run experiments/quickstart.yaml
   infermatrix validate experiments/*.yaml
   infermatrix plan experiments/quickstart.yaml
