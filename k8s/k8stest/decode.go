@@ -74,4 +74,3 @@ func Decode(t testing.TB, stream []byte) *Decoded {
 	}
 	return &d
 }
-
