@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,8 @@ and writes a decision record.
 Exit codes: 0 pass, 1 runtime error, 2 usage error, 3 acceptance failed
 (compare: a regression beyond its threshold), 4 invalid experiment (compare: the runs
 cannot be compared), 5 inconclusive (a row with rules was invalid, not run
-or left out), 130 interrupted.`,
+or left out), 130 interrupted. A shard (run --shard) exits 0 once its share is
+recorded: the run's verdict is merge's.`,
 		Example: `  infermatrix run experiments/quickstart.yaml
   infermatrix validate experiments/*.yaml
   infermatrix plan experiments/quickstart.yaml
@@ -54,6 +56,7 @@ or left out), 130 interrupted.`,
 		newPlanCmd(stdout),
 		newReportCmd(stdout, stderr),
 		newMergeCmd(stdout, stderr),
+		newK8sCmd(stdout, stderr),
 		newHistoryCmd(stdout, stderr),
 		newCompareCmd(stdout, stderr),
 		newSimCmd(ctx, stdout, stderr),
@@ -94,7 +97,7 @@ func newRunCmd(ctx context.Context, argv []string, stdout, stderr io.Writer) *co
 	var virtual bool
 	var metricsAddr string
 	var metricsLinger time.Duration
-	var shardFlag, startAtFlag string
+	var shardFlag, startAtFlag, terminationLog string
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run an experiment and write its decision record",
@@ -123,7 +126,11 @@ same seeded schedule and sends its share (every N-th arrival of an open-loop
 row or trace, an even part of a closed loop's users and count), so that the
 union of the shards is the whole run (docs/sharding.md). --start-at TIME
 (RFC 3339) begins the first row at that instant and every later row at an
-instant the plan fixes, so that shards launched apart stay aligned.`,
+instant the plan fixes, so that shards launched apart stay aligned.
+--shard k8s/N takes I from a Kubernetes Indexed Job's JOB_COMPLETION_INDEX
+(I = index + 1), and {shard} in --out stands for I (infermatrix k8s). A
+shard exits 0 once its share is recorded, whatever its share's rules say:
+it carries part of the load, so the run's verdict is infermatrix merge's.`,
 		Example: `  # on the built-in simulated server
   infermatrix run experiments/quickstart.yaml
 
@@ -137,17 +144,29 @@ instant the plan fixes, so that shards launched apart stay aligned.`,
   infermatrix run experiments/llama-8b-h100-matrix.yaml --target http://127.0.0.1:8000/v1 \
       --rows short_chat,saturation --out results/after-driver-upgrade`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			var ending runEnding
+			defer func() {
+				if werr := writeTerminationLog(terminationLog, ending.message(err)); werr != nil && err == nil {
+					err = withCode(exitRuntime, werr)
+				}
+			}()
 			if progressMode != "auto" && progressMode != "bar" && progressMode != "lines" {
 				return withCode(exitUsage, fmt.Errorf("--progress %q: want auto, bar or lines", progressMode))
 			}
 			var shard runner.Shard
 			if shardFlag != "" {
-				s, err := runner.ParseShard(shardFlag)
+				s, err := parseShardFlag(shardFlag)
 				if err != nil {
 					return withCode(exitUsage, fmt.Errorf("--shard: %w", err))
 				}
 				shard = s
+			}
+			if strings.Contains(out, shardPlaceholder) {
+				if shardFlag == "" {
+					return withCode(exitUsage, fmt.Errorf("--out %q: %s stands for the shard's index and needs --shard", out, shardPlaceholder))
+				}
+				out = strings.ReplaceAll(out, shardPlaceholder, strconv.Itoa(shard.Index))
 			}
 			var startAt time.Time
 			if startAtFlag != "" {
@@ -189,6 +208,7 @@ instant the plan fixes, so that shards launched apart stay aligned.`,
 				fmt.Fprintf(stderr, "live metrics at %s\n", srv.URL())
 				defer func() { _ = srv.Close(metricsLinger) }()
 			}
+			ending.shard = shard
 			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live, Shard: shard, StartAt: startAt})
 			if res == nil {
 				if errors.Is(runErr, runner.ErrBadStart) {
@@ -222,6 +242,7 @@ instant the plan fixes, so that shards launched apart stay aligned.`,
 				fmt.Fprintf(stderr, "note: report format %q is not produced by this build yet\n", f)
 			}
 			decision := filepath.Join(res.Dir.Path, "decision.md")
+			ending.dir, ending.summary, ending.decision = res.Dir.Path, res.Summary, written.Decision
 			fmt.Fprintf(say, "decision record: %s\n", textsafe.Terminal(decision))
 			if format == "github" {
 				if err := reports.WriteGitHub(stdout, written.Input); err != nil {
@@ -235,12 +256,16 @@ instant the plan fixes, so that shards launched apart stay aligned.`,
 				return withCode(exitInterrupted, errors.Join(errors.New("interrupted; the decision record covers what was measured"), formatErr))
 			}
 			verdict := verdictExit(say, written.Decision)
+			if shard != (runner.Shard{}) {
+				verdict = shardVerdict(say, shard, verdict)
+			}
 			if formatErr != nil {
 				return withCode(exitRuntime, fmt.Errorf("the decision record is written, but not every report: %w", formatErr))
 			}
 			return verdict
 		},
 	}
+	cmd.Flags().StringVar(&terminationLog, "termination-log", "", "write how the run ended (verdict, requests, the shard's share) in one paragraph to this file, e.g. /dev/termination-log in a Kubernetes pod")
 	cmd.Flags().StringVar(&out, "out", "", "run directory to create (must not exist or be empty); default runs/<name>/<UTC timestamp>")
 	cmd.Flags().StringVar(&format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "progress display: bar (redrawn in place), lines (a line every few seconds), or auto (bar on a terminal)")
