@@ -61,8 +61,15 @@ func mergedRow(info *rundir.MergeInfo, shards []shard, cfg schema.ValidityPlan, 
 		if err != nil {
 			return nil, err
 		}
-		if own == nil || own.Status == metrics.RowNotRun {
-			continue // not run on this shard, or killed before its summary: nothing measured live survives
+		if own == nil {
+			if _, err := os.Stat(s.dir.RecordsPath(part)); err == nil {
+				// Killed during the row: what it measured live is lost.
+				m.Unmeasured = append(m.Unmeasured, s.man.Shard.Index)
+			}
+			continue
+		}
+		if own.Status == metrics.RowNotRun {
+			continue
 		}
 		var row *schema.PlannedRow
 		for i := range s.man.Rows {
@@ -78,7 +85,7 @@ func mergedRow(info *rundir.MergeInfo, shards []shard, cfg schema.ValidityPlan, 
 			}
 		}
 	}
-	if m.StartSpreadNS == nil && len(m.ShardInvalid) == 0 {
+	if m.StartSpreadNS == nil && len(m.ShardInvalid) == 0 && len(m.Unmeasured) == 0 {
 		return nil, nil
 	}
 	return m, nil

@@ -19,6 +19,10 @@ type MergedRow struct {
 	// first shards have begun and the last has not, and again at the end,
 	// only some shards send, so the union's load is not the row's.
 	StartSpreadNS *int64 `json:"start_spread_ns,omitempty"`
+	// Unmeasured lists the shards (by index) that sent the row but have
+	// no summary of it (killed during it): their live checks could not be
+	// made, which validity notes rather than pass in silence.
+	Unmeasured []int `json:"unmeasured,omitempty"`
 }
 
 // ShardReason is one failed validity check of one shard's own row.

@@ -1,6 +1,8 @@
 package validity
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -54,9 +56,21 @@ func AlignmentLimit(row *schema.PlannedRow) time.Duration {
 // checkMerged makes a merged row invalid for each failure its shards'
 // own live checks found (each said with its shard: "shard 2/4: ..."), and
 // when its shards began it further apart than AlignmentLimit.
-func checkMerged(row *schema.PlannedRow, m *metrics.MergedRow, fail func(string, string, string, ...any)) {
+func checkMerged(row *schema.PlannedRow, m *metrics.MergedRow, cfg schema.ValidityPlan, fail func(string, string, string, ...any), note func(string, ...any)) {
 	if m == nil {
 		return
+	}
+	if len(m.Unmeasured) > 0 {
+		var unmeasured []string
+		for _, c := range LiveOnly {
+			if !cfg.Ignores(c) {
+				unmeasured = append(unmeasured, c)
+			}
+		}
+		if len(unmeasured) > 0 {
+			note("%s: not measured on shard %s: it stopped during the row without writing the row's summary, and only a live run measures the client's CPU use, its timer probe and the built-in server's own timing",
+				strings.Join(unmeasured, ", "), joinInts(m.Unmeasured))
+		}
 	}
 	for _, r := range m.ShardInvalid {
 		fail(r.Check, r.Fix, "shard %d/%d: %s", r.Shard, r.Count, r.Message)
@@ -70,4 +84,12 @@ func checkMerged(row *schema.PlannedRow, m *metrics.MergedRow, fail func(string,
 			"the shards began the row %v apart (limit %v, the larger of %v and %g%% of the row's planned length): for that long at each end only some shards sent, so the union's load is not the row's",
 			spread.Round(time.Millisecond), limit.Round(time.Millisecond), AlignmentFloor, 100*AlignmentShare)
 	}
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }

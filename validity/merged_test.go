@@ -61,4 +61,13 @@ func TestMergedRowChecks(t *testing.T) {
 	if got := Row(Input{Row: row, Summary: rs, Config: schema.DefaultValidity}).Summary(); got != "invalid: client_cpu" {
 		t.Errorf("summary %q, want each check named once", got)
 	}
+
+	// A shard killed during the row has no live figures: said, not passed in silence.
+	rs.Merged = &metrics.MergedRow{Unmeasured: []int{2, 3}}
+	v = Row(Input{Row: row, Summary: rs, Config: schema.DefaultValidity})
+	if !v.Valid || !slices.ContainsFunc(v.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "client_cpu, client_stall, simulator, stamp_error: not measured on shard 2, 3:")
+	}) {
+		t.Errorf("unmeasured shards: %+v", v)
+	}
 }

@@ -276,7 +276,7 @@ func check(in Input, part int) Verdict {
 	}
 
 	// A merged row: its shards' own live checks, and their alignment.
-	checkMerged(row, rs.Merged, fail)
+	checkMerged(row, rs.Merged, cfg, fail, note)
 	return v
 }
 
