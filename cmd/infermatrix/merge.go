@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -141,6 +142,10 @@ func mergeEnding(res *merge.Result, code int) string {
 			fmt.Fprintf(&b, "; %s: %s", a.Dir, a.Reason)
 		}
 	}
-	fmt.Fprintf(&b, ". Output: %s", res.Dir.Path)
+	out := res.Dir.Path
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
+	}
+	fmt.Fprintf(&b, ". Output: %s", out)
 	return b.String()
 }
