@@ -95,8 +95,6 @@ func shardProblems(plan *schema.Plan, s Shard) []string {
 			out = append(out, fmt.Sprintf("row %s: %d users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Concurrency, s.Count))
 		case r.Search != nil:
 			out = append(out, fmt.Sprintf("row %s: a search row cannot be sharded (each probe depends on the last one's result)", r.ID))
-		case r.Conversation != nil:
-			out = append(out, fmt.Sprintf("row %s: conversation rows are not sharded yet", r.ID))
 		case r.Load.Ramp != nil:
 			out = append(out, fmt.Sprintf("row %s: ramped rows are not sharded yet", r.ID))
 		}
@@ -106,7 +104,12 @@ func shardProblems(plan *schema.Plan, s Shard) []string {
 
 // openLoopRow says the row's requests follow a global arrival schedule
 // (rate or trace) that a shard thins, rather than users a shard divides.
-func (rr *rowRun) openLoopRow() bool { return rr.row.Load.Mode != schema.ModeConcurrency }
+// A conversation row's requests are turns, not arrivals: its
+// conversations are divided (nextConversation), and its turns numbered,
+// warmed up and counted as a closed loop's requests are.
+func (rr *rowRun) openLoopRow() bool {
+	return rr.row.Load.Mode != schema.ModeConcurrency && rr.row.Conversation == nil
+}
 
 // loadSeq is the first sequence number of the row's load: warm prefixes
 // (each shard primes for itself) come before it.

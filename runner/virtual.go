@@ -480,7 +480,7 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 	switch rr.row.Load.Mode {
 	case schema.ModeConcurrency:
 		if rr.row.Conversation != nil {
-			for range rr.row.Load.Concurrency {
+			for range rr.shard.split(rr.row.Load.Concurrency) {
 				x.at(x.now(), func() { x.converse(halted, nil, nil, nil) })
 			}
 			break
@@ -595,7 +595,13 @@ func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, d
 		return
 	}
 	if cv == nil {
-		cv = rr.newConversation(t.seq)
+		n := int64(0)
+		if first != nil {
+			n = first.conv
+		} else {
+			n = rr.nextConversation()
+		}
+		cv = rr.newConversation(n)
 	}
 	cl, err := rr.prepareTurn(t, cv)
 	if err != nil {
@@ -700,8 +706,9 @@ func (x *vexec) openLoop(halted func() bool) {
 		if rr.row.Conversation != nil {
 			// A conversation arrives: a user of its own holds it, its
 			// first turn sent when a slot is free.
+			conv := rr.nextConversation()
 			slot(func() {
-				a := &arrival{scheduled: offset + at}
+				a := &arrival{scheduled: offset + at, conv: conv}
 				if l.MaxConcurrency > 0 {
 					a.queued = x.now() - (base + at)
 				}
