@@ -91,12 +91,12 @@ func shardProblems(plan *schema.Plan, s Shard) []string {
 	var out []string
 	for _, r := range plan.Rows {
 		switch {
+		case r.Load.Ramp != nil && r.Load.Mode == schema.ModeConcurrency && r.Load.Ramp.Levels[0] < float64(s.Count):
+			out = append(out, fmt.Sprintf("row %s: the ramp's first step's %v users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Ramp.Levels[0], s.Count))
 		case r.Load.Mode == schema.ModeConcurrency && r.Load.Concurrency < s.Count:
 			out = append(out, fmt.Sprintf("row %s: %d users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Concurrency, s.Count))
 		case r.Search != nil:
 			out = append(out, fmt.Sprintf("row %s: a search row cannot be sharded (each probe depends on the last one's result)", r.ID))
-		case r.Load.Ramp != nil:
-			out = append(out, fmt.Sprintf("row %s: ramped rows are not sharded yet", r.ID))
 		}
 	}
 	return out

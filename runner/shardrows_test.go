@@ -1,9 +1,13 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,5 +125,85 @@ rows:
 				t.Errorf("every conversation has the same lengths %v: the test shows nothing", distinct)
 			}
 		})
+	}
+}
+
+// maxOverlap is the most requests in flight at once among recs (a request
+// ending at the instant another starts does not overlap it).
+func maxOverlap(recs []metrics.Record) int {
+	type ev struct {
+		at int64
+		d  int
+	}
+	var evs []ev
+	for _, r := range recs {
+		evs = append(evs, ev{r.StartNS, 1}, ev{r.StartNS + r.EndNS, -1})
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.d, b.d)) })
+	n, most := 0, 0
+	for _, e := range evs {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// A ramped row under --shard: a rate ramp's shards send every other
+// arrival of the global schedule, each stamped with the step the
+// unsharded run stamps it with, so each step's requests add up to the
+// unsharded step's; a concurrency ramp's shards run their part of each
+// step's users. A ramp whose first step has fewer users than shards is
+// refused.
+func TestShardedRamps(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 7}}
+defaults: {input_tokens: 50, output_tokens: 5, body: {ignore_eos: true}}
+rows:
+  - {id: rates, warmup: 3, rate: {arrival: poisson}, ramp: {rate: {from: 10, to: 30, step: 10}, step_duration: 1s}}
+  - {id: users, ramp: {concurrency: {from: 2, to: 5, step: 1}, step_duration: 500ms}}
+`
+	whole := runVirtual(t, plan(t, src))
+	ref := bySeq(records(t, whole.Dir, "rates"))
+	wantSteps := map[int]int{}
+	for _, r := range ref {
+		wantSteps[r.Step]++
+	}
+	gotSteps := map[int]int{}
+	for i := 1; i <= 2; i++ {
+		sh := Shard{i, 2}
+		res := shardedVirtual(t, src, sh)
+		for _, r := range records(t, res.Dir, "rates") {
+			w, ok := ref[r.Seq]
+			if r.Seq%2 != int64(i-1) || !ok || w.Step != r.Step || w.ScheduledNS != r.ScheduledNS || w.Warmup != r.Warmup {
+				t.Errorf("rates %d/2 seq %d: step %d at %d ns (warmup %v); unsharded (sent %v) step %d at %d ns (warmup %v)", i, r.Seq, r.Step, r.ScheduledNS, r.Warmup, ok, w.Step, w.ScheduledNS, w.Warmup)
+			}
+			gotSteps[r.Step]++
+		}
+		// Users: each step's part of 2, 3, 4, 5 users, split as a
+		// closed loop splits them.
+		bySteps := map[int][]metrics.Record{}
+		for _, r := range records(t, res.Dir, "users") {
+			bySteps[r.Step] = append(bySteps[r.Step], r)
+		}
+		for k, lv := range []int{2, 3, 4, 5} {
+			if got, want := maxOverlap(bySteps[k+1]), sh.split(lv); got != want {
+				t.Errorf("users %d/2 step %d: %d requests in flight at most, want the shard's %d of %d users", i, k+1, got, want, lv)
+			}
+		}
+		for _, rs := range res.Summary.Rows {
+			if rs.ID == "rates" && len(rs.Steps) == 3 && rs.Steps[2].SelfCheck.RequestedRate != 15 {
+				t.Errorf("rates %d/2: step 3 self-check asks for %v req/s, want the shard's 15 of 30", i, rs.Steps[2].SelfCheck.RequestedRate)
+			}
+		}
+	}
+	if !maps.Equal(gotSteps, wantSteps) || len(wantSteps) < 4 {
+		t.Errorf("requests by step: shards together %v, unsharded %v", gotSteps, wantSteps)
+	}
+	bad := `server: {target: builtin}
+defaults: {input_tokens: 50, output_tokens: 5}
+rows:
+  - {id: r, ramp: {concurrency: {from: 1, to: 3, step: 1}, step_duration: 1s}}
+`
+	if _, err := Run(context.Background(), plan(t, bad), Options{Out: filepath.Join(t.TempDir(), "run"), Virtual: true, Shard: Shard{1, 2}}); !errors.Is(err, ErrBadShard) {
+		t.Errorf("a ramp from 1 user on 2 shards: err %v, want ErrBadShard", err)
 	}
 }

@@ -474,6 +474,7 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 	}
 
 	rr.ramp = newRampClock(rr.row.Load.Ramp)
+	rr.openShardRamp()
 	if k := rr.row.PrefillConcurrency; k > 0 {
 		x.prefill = &vprefill{free: k}
 	}
@@ -487,7 +488,7 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 		}
 		users := rr.shard.split(rr.row.Load.Concurrency)
 		if rr.ramp != nil {
-			users = int(rr.ramp.plan.Levels[0])
+			users = rr.shard.rampUsers(rr.ramp.plan.Levels)[0]
 		}
 		for range users {
 			x.at(x.now(), func() { x.user(halted) })
@@ -551,17 +552,14 @@ func (x *vexec) rampJoins(halted func() bool) {
 	default:
 		return
 	}
-	levels := c.plan.Levels
+	users := x.rr.shard.rampUsers(c.plan.Levels)
 	if x.rampJoined {
 		return
 	}
 	x.rampJoined = true
 	origin := x.rr.clockNow().Sub(c.origin)
-	for w := int(levels[0]); w < int(levels[len(levels)-1]); w++ {
-		first := 1
-		for float64(w) >= levels[first-1] {
-			first++
-		}
+	for w := users[0]; w < users[len(users)-1]; w++ {
+		first := x.rr.rampJoinStep(w)
 		at := x.now() - origin + time.Duration(first-1)*c.plan.StepDuration.D()
 		x.at(at, func() { x.user(halted) })
 	}
