@@ -11,8 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 // convNumber is the conversation's number, the end of its id
@@ -205,5 +208,45 @@ rows:
 `
 	if _, err := Run(context.Background(), plan(t, bad), Options{Out: filepath.Join(t.TempDir(), "run"), Virtual: true, Shard: Shard{1, 2}}); !errors.Is(err, ErrBadShard) {
 		t.Errorf("a ramp from 1 user on 2 shards: err %v, want ErrBadShard", err)
+	}
+}
+
+// The start clock records every row's start in run order against the
+// instant it planned: the first row's lateness is the shard's skew, each
+// later row is planned a slot and a gap after the one before, and a row
+// that begins after its instant (the row before overran) is recorded as
+// late by that much.
+func TestRowStarts(t *testing.T) {
+	var starts []rundir.RowStart
+	var skew time.Duration
+	at := time.Now().Add(20 * time.Millisecond)
+	c := &startClock{next: at, first: true, gap: 30 * time.Millisecond, logf: t.Logf,
+		skew:    func(d time.Duration) { skew = d },
+		started: func(s rundir.RowStart) { starts = append(starts, s) }}
+	slot := schema.Duration(10 * time.Millisecond)
+	rows := []schema.PlannedRow{{ID: "a", Duration: slot}, {ID: "b", Duration: slot}, {ID: "c", Duration: slot}}
+	for i := range rows {
+		if !c.wait(context.Background(), &rows[i]) {
+			t.Fatal("wait ended early")
+		}
+		if i == 0 {
+			time.Sleep(200 * time.Millisecond) // row a overruns its 40 ms
+		}
+	}
+	if len(starts) != 3 || starts[0].Row != "a" || starts[1].Row != "b" || starts[2].Row != "c" {
+		t.Fatalf("row starts %+v; want a, b, c in run order", starts)
+	}
+	if starts[0].LateNS != skew.Nanoseconds() || !starts[0].Planned.Equal(at) {
+		t.Errorf("first row: %+v; want planned at %v, late by the skew %v", starts[0], at, skew)
+	}
+	for i := 1; i < 3; i++ {
+		if want := starts[i-1].Planned.Add(40 * time.Millisecond); !starts[i].Planned.Equal(want) {
+			t.Errorf("row %s planned at %v; want %v, a slot and a gap after the row before", starts[i].Row, starts[i].Planned, want)
+		}
+	}
+	// Row b came 200 ms after a's start, planned 40 ms after it: at
+	// least 160 ms late, and so is c, planned 40 ms after b's plan.
+	if starts[1].LateNS < (160*time.Millisecond).Nanoseconds() || starts[2].LateNS < (120*time.Millisecond).Nanoseconds() {
+		t.Errorf("rows b and c began %v and %v late; want at least 160 ms and 120 ms", time.Duration(starts[1].LateNS), time.Duration(starts[2].LateNS))
 	}
 }
