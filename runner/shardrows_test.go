@@ -250,3 +250,25 @@ func TestRowStarts(t *testing.T) {
 		t.Errorf("rows b and c began %v and %v late; want at least 160 ms and 120 ms", time.Duration(starts[1].LateNS), time.Duration(starts[2].LateNS))
 	}
 }
+
+// A search row is refused under --shard before anything is sent, saying
+// why (each probe depends on the last one's result) and what to run
+// instead: a sweep of the search's range.
+func TestShardRefusesSearchNamingASweep(t *testing.T) {
+	src := `server: {target: builtin}
+defaults: {input_tokens: 50, output_tokens: 5}
+rows:
+  - {id: sat, duration: 1s, search: {concurrency: {min: 4, max: 40}}}
+acceptance:
+  - {name: slo, rows: [sat], expect: ttft.p95 < 1000}
+`
+	_, err := Run(context.Background(), plan(t, src), Options{Out: filepath.Join(t.TempDir(), "run"), Shard: Shard{1, 2}})
+	if !errors.Is(err, ErrBadShard) {
+		t.Fatalf("err %v, want ErrBadShard", err)
+	}
+	for _, want := range []string{"row sat: a search row cannot be sharded", "the last probe's result", "sweep: {concurrency: [4, 8, 16, 32, 40]}"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q; want it to say %q", err, want)
+		}
+	}
+}
