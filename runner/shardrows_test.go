@@ -272,3 +272,45 @@ acceptance:
 		}
 	}
 }
+
+// On virtual time too, a conversation row's shards hold conversations
+// k mod N = I-1, whole, with the unsharded run's turns, and their users
+// are the closed loop's split; a rate row's conversations arrive at their
+// global times.
+func TestShardedConversationsVirtual(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 7}}
+defaults: {input_tokens: {mean: 60, stddev: 20, min: 20, max: 100}, output_tokens: {values: [2, 3, 4]}, body: {ignore_eos: true}}
+rows:
+  - {id: users, concurrency: 2, requests: 12, conversation: {turns: 3, user_tokens: {mean: 20, stddev: 8, min: 5, max: 40}}}
+  - {id: rate, rate: {per_second: 2, arrival: poisson}, requests: 12, conversation: {turns: 3, user_tokens: {mean: 20, stddev: 8, min: 5, max: 40}}}
+`
+	whole := runVirtual(t, plan(t, src))
+	for _, id := range []string{"users", "rate"} {
+		ref := convTurns(t, records(t, whole.Dir, id))
+		held := 0
+		for i := 1; i <= 2; i++ {
+			recs := records(t, shardedVirtual(t, src, Shard{i, 2}).Dir, id)
+			if id == "users" && maxOverlap(recs) != 1 {
+				t.Errorf("users %d/2: %d turns in flight at once; want the shard's one user", i, maxOverlap(recs))
+			}
+			for k, turns := range convTurns(t, recs) {
+				held++
+				w := ref[k]
+				if k%2 != int64(i-1) || len(turns) != 3 || len(w) != 3 {
+					t.Errorf("%s %d/2: conversation %d with %d turns (unsharded %d)", id, i, k, len(turns), len(w))
+					continue
+				}
+				for j := range turns {
+					if turns[j].InputTokens.Requested != w[j].InputTokens.Requested || turns[j].OutputTokens.Requested != w[j].OutputTokens.Requested ||
+						j == 0 && id == "rate" && turns[j].ScheduledNS != w[j].ScheduledNS {
+						t.Errorf("%s %d/2: conversation %d turn %d: input %d, output %d, at %d ns; unsharded %d, %d, %d ns", id, i, k, j,
+							turns[j].InputTokens.Requested, turns[j].OutputTokens.Requested, turns[j].ScheduledNS, w[j].InputTokens.Requested, w[j].OutputTokens.Requested, w[j].ScheduledNS)
+					}
+				}
+			}
+		}
+		if held != 4 || len(ref) != 4 {
+			t.Errorf("%s: the shards held %d conversations, the unsharded run %d; want 4", id, held, len(ref))
+		}
+	}
+}

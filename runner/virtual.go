@@ -573,8 +573,12 @@ func (x *vexec) rampJoins(halted func() bool) {
 func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, done func()) {
 	rr := x.rr
 	end := func() {
-		if done != nil {
-			done()
+		if first != nil {
+			// An open-loop conversation ends with its turns: the next
+			// one is the next arrival's, not this one's user's.
+			if done != nil {
+				done()
+			}
 			return
 		}
 		x.converse(halted, nil, nil, nil) // the user's next conversation
