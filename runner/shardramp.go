@@ -9,24 +9,23 @@ import (
 // A ramped row under run --shard I/N: each step's load is divided as the
 // row kind divides it. A rate ramp's arrivals are one global schedule
 // (rampArrivals), thinned to every N-th arrival like any open loop's; a
-// concurrency ramp's users at each step are split as a closed loop's
-// (rampUsers). The steps keep the row's global times: every shard opens
+// concurrency ramp's users are dealt out in turn (rampUsers). The steps keep the row's global times: every shard opens
 // its step clock at the instant the unsharded row would (openShardRamp),
 // not at its own first measured request, so that shards started together
 // (--start-at) step together, and a shard's request is stamped with the
 // step the unsharded run would have stamped it with.
 
 // rampUsers is how many users the shard runs at each step of a
-// concurrency ramp: its part of each level, split as a closed loop's
-// users are. A part never shrinks from one step to the next (users join,
-// none leave).
+// concurrency ramp. The ramp's users are dealt out in turn, user w (from
+// 0, in the order they join) to shard w mod N + 1, as an open loop's
+// arrivals are: every shard's part of each step then only grows (users
+// join, none leave) and the parts add up to the step's users. The even
+// split of a closed loop (split) would not do: its part can shrink as the
+// count grows (shard 3 of 5 runs 1 of 2 users, none of 3).
 func (s Shard) rampUsers(levels []float64) []int {
 	out := make([]int, len(levels))
 	for i, lv := range levels {
-		out[i] = s.split(int(lv))
-		if i > 0 {
-			out[i] = max(out[i], out[i-1])
-		}
+		out[i] = s.strided(0, int(lv))
 	}
 	return out
 }

@@ -181,14 +181,14 @@ rows:
 			}
 			gotSteps[r.Step]++
 		}
-		// Users: each step's part of 2, 3, 4, 5 users, split as a
-		// closed loop splits them.
+		// Users: each step's part of 2, 3, 4, 5 users, dealt out in
+		// turn: shard 1 runs users 0, 2, 4, shard 2 users 1, 3.
 		bySteps := map[int][]metrics.Record{}
 		for _, r := range records(t, res.Dir, "users") {
 			bySteps[r.Step] = append(bySteps[r.Step], r)
 		}
 		for k, lv := range []int{2, 3, 4, 5} {
-			if got, want := maxOverlap(bySteps[k+1]), sh.split(lv); got != want {
+			if got, want := maxOverlap(bySteps[k+1]), (lv-i)/2+1; got != want {
 				t.Errorf("users %d/2 step %d: %d requests in flight at most, want the shard's %d of %d users", i, k+1, got, want, lv)
 			}
 		}
@@ -311,6 +311,30 @@ rows:
 		}
 		if held != 4 || len(ref) != 4 {
 			t.Errorf("%s: the shards held %d conversations, the unsharded run %d; want 4", id, held, len(ref))
+		}
+	}
+}
+
+// A concurrency ramp's users are dealt out so that every shard's part of
+// each step only grows from step to step and the parts add up to the
+// step's users, for any number of shards.
+func TestRampUsersAddUp(t *testing.T) {
+	levels := []float64{1, 2, 3, 5, 8, 13, 21, 34}
+	for n := 1; n <= 12; n++ {
+		sum := make([]int, len(levels))
+		for i := 1; i <= n; i++ {
+			u := Shard{i, n}.rampUsers(levels)
+			for k := range u {
+				if k > 0 && u[k] < u[k-1] {
+					t.Errorf("shard %d/%d: %d users at step %d, %d at step %d: a user would leave", i, n, u[k-1], k, u[k], k+1)
+				}
+				sum[k] += u[k]
+			}
+		}
+		for k, lv := range levels {
+			if sum[k] != int(lv) {
+				t.Errorf("%d shards run %d users at step %d, want %v", n, sum[k], k+1, lv)
+			}
 		}
 	}
 }
