@@ -10,6 +10,12 @@ type Ramp struct {
 	Dimension string
 	Levels    []float64
 	StepNS    int64
+	// Share is the part of each step's load the run offered: 1/N for one
+	// shard of N (run --shard), whose rate steps the self-check then holds
+	// to their share of the rate; 0 means the whole load. Levels (and so
+	// the steps' labels) stay the row's, as the plan and its rules name
+	// them.
+	Share float64
 }
 
 // StepSummary is one step of a ramped row, summarised like a sweep point:
@@ -62,6 +68,9 @@ func newRampSteps(opts Options) *rampSteps {
 		o.Timeslice = 0
 		if opts.Ramp.Dimension == "rate" {
 			o.RequestedRate = lv
+			if sh := opts.Ramp.Share; sh > 0 {
+				o.RequestedRate = lv * sh
+			}
 		}
 		rs.steps = append(rs.steps, NewAggregator(o))
 	}

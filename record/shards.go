@@ -20,6 +20,7 @@ func shardFacts(man *rundir.Manifest) [][2]string {
 		v := fmt.Sprintf("%d of %d (plan sha256 %s): this run sent only its share of each row's load", s.Index, s.Count, verdict.ShortCommit(s.PlanSHA256))
 		if s.StartAt != nil {
 			v += fmt.Sprintf("; shared start %s, began %s late", s.StartAt.UTC().Format(time.RFC3339Nano), time.Duration(s.StartSkewNS))
+			v += lateRows(s.RowStarts)
 		}
 		out = append(out, [2]string{"Shard", v})
 	}
@@ -45,6 +46,34 @@ func shardFacts(man *rundir.Manifest) [][2]string {
 		out = append(out, [2]string{"Merged", v})
 	}
 	return out
+}
+
+// lateRowStart is how late a row may begin against the start --start-at
+// planned for it before the shard's record says so: the timer's own
+// slack and a row's set-up are a few milliseconds; a row that began later
+// than this was out of step with the other shards for that long (the row
+// before it overran its slot).
+const lateRowStart = 100 * time.Millisecond
+
+// lateRows names the row that began latest against its planned start,
+// when any began more than lateRowStart late; "" when none did.
+func lateRows(starts []rundir.RowStart) string {
+	late, worst := 0, -1
+	for i, r := range starts {
+		if time.Duration(r.LateNS) <= lateRowStart {
+			continue
+		}
+		late++
+		if worst < 0 || r.LateNS > starts[worst].LateNS {
+			worst = i
+		}
+	}
+	if worst < 0 {
+		return ""
+	}
+	w := starts[worst]
+	return fmt.Sprintf("; %d of %d rows began over %s late, the latest row %s, %s after its planned start %s",
+		late, len(starts), lateRowStart, w.Row, time.Duration(w.LateNS).Round(time.Millisecond), w.Planned.UTC().Format(time.RFC3339Nano))
 }
 
 func firstIndex(m *rundir.MergeInfo) int {

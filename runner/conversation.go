@@ -30,22 +30,36 @@ import (
 // no text, ends its conversation (there is no reply to carry on from); the
 // user then starts the next conversation.
 
-// conversation is one user's chat in progress: its id in the run's
-// records, and the history the workload builds its turns from.
+// conversation is one user's chat in progress: its number in the row,
+// its id in the run's records, and the history the workload builds its
+// turns from.
 type conversation struct {
+	n  int64
 	id string
 	*workload.Conversation
 }
 
+// nextConversation numbers the row's next conversation. A conversation's
+// number fixes its turns (its prompt, lengths and tag: newConversation),
+// and under run --shard I/N conversation k belongs to shard k mod N + 1,
+// kept whole there: shard I numbers its conversations I-1, I-1+N, ...,
+// so that the shards' conversations together are the unsharded row's.
 func (rr *rowRun) nextConversation() int64 {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	rr.convs++
-	return rr.convs - 1
+	m := rr.convs - 1
+	if rr.shard.on() {
+		return m*int64(rr.shard.Count) + int64(rr.shard.Index-1)
+	}
+	return m
 }
 
 // conversationID is unique in the run, like a record's id: the run, the
 // row's index, the trial of a repeated row, and the conversation's number.
+// A shard's conversations have numbers of their own (nextConversation):
+// the ids of the shards' conversations do not collide in a merge, and
+// match the unsharded run's but for the run id.
 func (rr *rowRun) conversationID(n int64) string {
 	if rr.trial > 0 {
 		return fmt.Sprintf("%s-%d-t%d-c%d", rr.runID, rr.index, rr.trial, n)
@@ -53,19 +67,23 @@ func (rr *rowRun) conversationID(n int64) string {
 	return fmt.Sprintf("%s-%d-c%d", rr.runID, rr.index, n)
 }
 
-// newConversation starts the row's next conversation; seq is its first
-// turn's request.
-func (rr *rowRun) newConversation(seq int64) *conversation {
-	n := rr.nextConversation()
-	return &conversation{id: rr.conversationID(n), Conversation: rr.wl.NewConversation(n, seq)}
+// convSeq is the sequence number conversation n's first turn is drawn
+// from: after the warm prefixes, one per conversation, whatever requests
+// the row sent before it.
+func (rr *rowRun) convSeq(n int64) int64 { return rr.loadSeq() + n }
+
+// newConversation starts conversation number n.
+func (rr *rowRun) newConversation(n int64) *conversation {
+	return &conversation{n: n, id: rr.conversationID(n), Conversation: rr.wl.NewConversation(n, rr.convSeq(n))}
 }
 
 // prepareTurn builds the request of the conversation's next turn.
 func (rr *rowRun) prepareTurn(t ticket, cv *conversation) (*call, error) {
+	t.seq = rr.promptSeq(t.seq)
 	rec := rr.newRecord(t, 0)
 	turn := cv.Turn()
 	rec.ConversationID, rec.Turn = cv.id, &turn
-	p := rr.wl.TurnPrompt(cv.Conversation, t.seq)
+	p := rr.wl.TurnPrompt(cv.Conversation, rr.convSeq(cv.n))
 	body, err := rr.wl.Body(p, rr.row.Streaming)
 	if err != nil {
 		return nil, err
@@ -84,7 +102,7 @@ func (rr *rowRun) prepareTurn(t ticket, cv *conversation) (*call, error) {
 // after another. It returns when dispatching stops (users still finish the
 // turn they are in, tracked by wg; none starts another).
 func (rr *rowRun) conversationLoop(ctx, inflight context.Context, wg *sync.WaitGroup) {
-	for w := 0; w < rr.row.Load.Concurrency; w++ {
+	for w := 0; w < rr.shard.split(rr.row.Load.Concurrency); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,8 +118,12 @@ func (rr *rowRun) conversationLoop(ctx, inflight context.Context, wg *sync.WaitG
 
 // arrival is when an open-loop conversation was due, from the row's
 // start, and how long it then waited for a max_concurrency slot: its first
-// turn's schedule and queue time.
-type arrival struct{ scheduled, queued time.Duration }
+// turn's schedule and queue time. conv is its number, given in arrival
+// order, which goroutines waiting for slots would not keep.
+type arrival struct {
+	scheduled, queued time.Duration
+	conv              int64
+}
 
 // conversationArrivals starts a conversation at each arrival of the row's
 // rate, until dispatching stops. Each runs its turns in a goroutine of its
@@ -109,6 +131,9 @@ type arrival struct{ scheduled, queued time.Duration }
 func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.WaitGroup) {
 	l := rr.row.Load
 	arr := newArrivals(l.Rate, l.Arrival, l.Burstiness, rr.wl.Seed())
+	// A shard holds every N-th conversation of the row's global arrivals,
+	// at its global time (shard.go).
+	next := rr.kept(func() (time.Duration, bool) { return arr.next(), true })
 	var slots chan struct{}
 	if l.MaxConcurrency > 0 {
 		slots = make(chan struct{}, l.MaxConcurrency)
@@ -116,7 +141,8 @@ func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.W
 	pace := newPacer()
 	defer pace.close()
 	for {
-		due := rr.loadStart.Add(arr.next())
+		at, _ := next()
+		due := rr.loadStart.Add(at)
 		if _, more := rr.peek(due); !more {
 			rr.take(due) // records why the row stopped
 			return
@@ -133,7 +159,7 @@ func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.W
 				return
 			}
 		}
-		a := &arrival{scheduled: due.Sub(rr.start)}
+		a := &arrival{scheduled: due.Sub(rr.start), conv: rr.nextConversation()}
 		if slots != nil {
 			a.queued = max(time.Since(due), 0)
 		}
@@ -166,7 +192,13 @@ func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 			return false
 		}
 		if cv == nil {
-			cv = rr.newConversation(t.seq)
+			n := int64(0)
+			if first != nil {
+				n = first.conv
+			} else {
+				n = rr.nextConversation()
+			}
+			cv = rr.newConversation(n)
 		}
 		cl, err := rr.prepareTurn(t, cv)
 		if err != nil {

@@ -103,13 +103,11 @@ func (rr *rowRun) ramped(ctx, inflight context.Context, wg *sync.WaitGroup) {
 		rr.openLoop(ctx, inflight, wg, rr.rampArrivals())
 		return
 	}
-	levels := rr.ramp.plan.Levels
-	for w := 0; w < int(levels[len(levels)-1]); w++ {
-		// User w joins at the first step with more than w users.
-		first := 1
-		for float64(w) >= levels[first-1] {
-			first++
-		}
+	users := rr.shard.rampUsers(rr.ramp.plan.Levels)
+	for w := 0; w < users[len(users)-1]; w++ {
+		// User w joins at the first step with more than w users (of
+		// the shard's part, under --shard).
+		first := rr.rampJoinStep(w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

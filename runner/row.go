@@ -371,6 +371,7 @@ func (rr *rowRun) run(ctx context.Context) (interrupted bool, err error) {
 		}
 		rr.loadStart = time.Now()
 	}
+	rr.openShardRamp()
 	if rr.row.Warmup > 0 || rr.row.WarmupDuration > 0 {
 		rr.setPhase(metrics.PhaseWarmup)
 	}

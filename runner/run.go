@@ -295,8 +295,9 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 	rs := &runState{dir: dir, plan: plan, nonce: nonce, model: model, urls: urls, gate: gt, builtin: bi, virtual: vs, logf: logf, secrets: creds.secrets, scrape: scrape,
 		searches: newSearchRuns(opts.BaselineRun, man), live: opts.Live, shard: opts.Shard}
 	if man.Shard != nil && man.Shard.StartAt != nil {
-		rs.starts = &startClock{next: *man.Shard.StartAt, first: true, logf: logf,
-			skew: func(d time.Duration) { man.Shard.StartSkewNS = d.Nanoseconds() }}
+		rs.starts = &startClock{next: *man.Shard.StartAt, first: true, gap: StartGap, logf: logf,
+			skew:    func(d time.Duration) { man.Shard.StartSkewNS = d.Nanoseconds() },
+			started: func(s rundir.RowStart) { man.Shard.RowStarts = append(man.Shard.RowStarts, s) }}
 		logf("shard %s: first row at %s", opts.Shard, man.Shard.StartAt.Format(time.RFC3339Nano))
 	}
 	opts.Live.Start(plan.Experiment.Name, runID(nonce))
@@ -354,6 +355,12 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 					runRow = rs.runSearch // runner/search.go
 				}
 				s, interrupted, err := runRow(ctx, row, i, trial, cl)
+				if rs.starts != nil {
+					// Each row's start (shard.row_starts) is on disk when
+					// the row ends, not only when the run does; the write
+					// falls outside every row's load.
+					_ = dir.WriteJSON(rundir.ManifestFile, man)
+				}
 				s.Error = creds.secrets.String(s.Error)
 				if trial == 0 {
 					rows[i] = s

@@ -91,22 +91,43 @@ func shardProblems(plan *schema.Plan, s Shard) []string {
 	var out []string
 	for _, r := range plan.Rows {
 		switch {
+		case r.Search != nil:
+			out = append(out, searchRefusal(&r))
+		case r.Load.Ramp != nil && r.Load.Mode == schema.ModeConcurrency && r.Load.Ramp.Levels[0] < float64(s.Count):
+			out = append(out, fmt.Sprintf("row %s: the ramp's first step's %v users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Ramp.Levels[0], s.Count))
 		case r.Load.Mode == schema.ModeConcurrency && r.Load.Concurrency < s.Count:
 			out = append(out, fmt.Sprintf("row %s: %d users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Concurrency, s.Count))
-		case r.Search != nil:
-			out = append(out, fmt.Sprintf("row %s: a search row cannot be sharded (each probe depends on the last one's result)", r.ID))
-		case r.Conversation != nil:
-			out = append(out, fmt.Sprintf("row %s: conversation rows are not sharded yet", r.ID))
-		case r.Load.Ramp != nil:
-			out = append(out, fmt.Sprintf("row %s: ramped rows are not sharded yet", r.ID))
 		}
 	}
 	return out
 }
 
+// searchRefusal says why a search row cannot be sharded, and what to run
+// instead: each probe's load is chosen from the last probe's outcome,
+// which shards that do not talk to each other cannot share, whereas a
+// sweep's points are fixed by the file, and every shard divides each
+// point as it divides any row. The sweep offered doubles from the search's
+// min to its max, as the search's own bracketing does.
+func searchRefusal(r *schema.PlannedRow) string {
+	sp := r.Search
+	var levels []string
+	for v := sp.Min; v < sp.Max && len(levels) < 8; v *= 2 {
+		levels = append(levels, strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	levels = append(levels, strconv.FormatFloat(sp.Max, 'f', -1, 64))
+	return fmt.Sprintf("row %s: a search row cannot be sharded: each probe's load is chosen from the last probe's result, which shards that do not talk to each other cannot share; "+
+		"sweep the same range instead (e.g. sweep: {%s: [%s]}), whose points every shard divides, and read the limit from the merged run, or run the search unsharded",
+		r.ID, sp.Vary, strings.Join(levels, ", "))
+}
+
 // openLoopRow says the row's requests follow a global arrival schedule
 // (rate or trace) that a shard thins, rather than users a shard divides.
-func (rr *rowRun) openLoopRow() bool { return rr.row.Load.Mode != schema.ModeConcurrency }
+// A conversation row's requests are turns, not arrivals: its
+// conversations are divided (nextConversation), and its turns numbered,
+// warmed up and counted as a closed loop's requests are.
+func (rr *rowRun) openLoopRow() bool {
+	return rr.row.Load.Mode != schema.ModeConcurrency && rr.row.Conversation == nil
+}
 
 // loadSeq is the first sequence number of the row's load: warm prefixes
 // (each shard primes for itself) come before it.

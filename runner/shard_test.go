@@ -144,6 +144,15 @@ rows:
 	if sh == nil || sh.StartAt == nil || !sh.StartAt.Equal(at) || sh.StartSkewNS < 0 {
 		t.Fatalf("manifest shard %+v: want start_at %v and a skew of 0 or more", sh, at)
 	}
+	// The row's start is in the manifest on disk: the first row's is the
+	// shard's skew.
+	man, err := res.Dir.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := man.Shard; s == nil || len(s.RowStarts) != 1 || s.RowStarts[0].Row != "a" || !s.RowStarts[0].Planned.Equal(at) || s.RowStarts[0].LateNS != sh.StartSkewNS {
+		t.Errorf("manifest.json's shard: %+v; want row a's start at %v, late by the skew %d ns", s, at, sh.StartSkewNS)
+	}
 	for _, r := range records(t, res.Dir, "a") {
 		if r.StartUnixNS < at.UnixNano() {
 			t.Fatalf("request %s sent at %v, before --start-at %v", r.ID, time.Unix(0, r.StartUnixNS), at)

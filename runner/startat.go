@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 )
 
@@ -60,16 +61,22 @@ func startProblems(plan *schema.Plan) []string {
 type startClock struct {
 	next  time.Time
 	first bool
+	// gap is StartGap (a test's shorter one).
+	gap time.Duration
 	// skew receives how late the first row began against StartAt.
 	skew func(time.Duration)
-	logf func(string, ...any)
+	// started receives every row's start against its planned one, in run
+	// order (the manifest's shard.row_starts); the first row's lateness
+	// is the skew.
+	started func(rundir.RowStart)
+	logf    func(string, ...any)
 }
 
 // wait sleeps until row's planned start and moves the clock to the next
 // row's; false when ctx ended first.
 func (c *startClock) wait(ctx context.Context, r *schema.PlannedRow) bool {
 	at := c.next
-	c.next = c.next.Add(rowSlot(r) + StartGap)
+	c.next = c.next.Add(rowSlot(r) + c.gap)
 	if d := time.Until(at); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -79,12 +86,15 @@ func (c *startClock) wait(ctx context.Context, r *schema.PlannedRow) bool {
 			return false
 		}
 	}
-	late := time.Since(at)
+	late := max(time.Since(at), 0)
 	if c.first {
 		c.first = false
 		c.skew(late)
 	}
-	if late > StartGap {
+	if c.started != nil {
+		c.started(rundir.RowStart{Row: r.ID, Planned: at.UTC(), LateNS: late.Nanoseconds()})
+	}
+	if late > c.gap {
 		c.logf("row %s: started %v after its planned start %s (the row before overran its slot)", r.ID, late.Round(time.Millisecond), at.UTC().Format(time.RFC3339))
 	}
 	return true

@@ -30,6 +30,9 @@ func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
 	opts.Ramp = row.Load.Ramp.Metrics()
+	if opts.Ramp != nil && st.shard.on() {
+		opts.Ramp.Share = 1 / float64(st.shard.Count)
+	}
 	return opts
 }
 

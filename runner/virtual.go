@@ -474,20 +474,21 @@ func (rr *rowRun) runVirtual(ctx context.Context, vs *virtualServer) (interrupte
 	}
 
 	rr.ramp = newRampClock(rr.row.Load.Ramp)
+	rr.openShardRamp()
 	if k := rr.row.PrefillConcurrency; k > 0 {
 		x.prefill = &vprefill{free: k}
 	}
 	switch rr.row.Load.Mode {
 	case schema.ModeConcurrency:
 		if rr.row.Conversation != nil {
-			for range rr.row.Load.Concurrency {
+			for range rr.shard.split(rr.row.Load.Concurrency) {
 				x.at(x.now(), func() { x.converse(halted, nil, nil, nil) })
 			}
 			break
 		}
 		users := rr.shard.split(rr.row.Load.Concurrency)
 		if rr.ramp != nil {
-			users = int(rr.ramp.plan.Levels[0])
+			users = rr.shard.rampUsers(rr.ramp.plan.Levels)[0]
 		}
 		for range users {
 			x.at(x.now(), func() { x.user(halted) })
@@ -551,17 +552,14 @@ func (x *vexec) rampJoins(halted func() bool) {
 	default:
 		return
 	}
-	levels := c.plan.Levels
+	users := x.rr.shard.rampUsers(c.plan.Levels)
 	if x.rampJoined {
 		return
 	}
 	x.rampJoined = true
 	origin := x.rr.clockNow().Sub(c.origin)
-	for w := int(levels[0]); w < int(levels[len(levels)-1]); w++ {
-		first := 1
-		for float64(w) >= levels[first-1] {
-			first++
-		}
+	for w := users[0]; w < users[len(users)-1]; w++ {
+		first := x.rr.rampJoinStep(w)
 		at := x.now() - origin + time.Duration(first-1)*c.plan.StepDuration.D()
 		x.at(at, func() { x.user(halted) })
 	}
@@ -575,8 +573,12 @@ func (x *vexec) rampJoins(halted func() bool) {
 func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, done func()) {
 	rr := x.rr
 	end := func() {
-		if done != nil {
-			done()
+		if first != nil {
+			// An open-loop conversation ends with its turns: the next
+			// one is the next arrival's, not this one's user's.
+			if done != nil {
+				done()
+			}
 			return
 		}
 		x.converse(halted, nil, nil, nil) // the user's next conversation
@@ -595,7 +597,13 @@ func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, d
 		return
 	}
 	if cv == nil {
-		cv = rr.newConversation(t.seq)
+		n := int64(0)
+		if first != nil {
+			n = first.conv
+		} else {
+			n = rr.nextConversation()
+		}
+		cv = rr.newConversation(n)
 	}
 	cl, err := rr.prepareTurn(t, cv)
 	if err != nil {
@@ -700,8 +708,9 @@ func (x *vexec) openLoop(halted func() bool) {
 		if rr.row.Conversation != nil {
 			// A conversation arrives: a user of its own holds it, its
 			// first turn sent when a slot is free.
+			conv := rr.nextConversation()
 			slot(func() {
-				a := &arrival{scheduled: offset + at}
+				a := &arrival{scheduled: offset + at, conv: conv}
 				if l.MaxConcurrency > 0 {
 					a.queued = x.now() - (base + at)
 				}

@@ -26,6 +26,9 @@ type Conversation struct {
 	counts []int
 	turn   int // the next turn, from 0
 	turns  int // how many turns the conversation holds
+	// n is the conversation's number in the row: with the turn, it keys
+	// every draw of the later turns (turnRNG).
+	n int64
 	// users and outputs are a dataset conversation's user turns (after any
 	// leading system messages, which are in msgs from the start) and the
 	// file's output length for each (0: none); nil for synthetic prompts.
@@ -44,12 +47,13 @@ func (cv *Conversation) Turn() int { return cv.turn }
 // Over says whether every turn the conversation holds has been answered.
 func (cv *Conversation) Over() bool { return cv.turn >= cv.turns }
 
-// NewConversation starts the row's conversation number n (from 0, in the
-// order the runner starts them): a dataset row's n-th line, wrapping
-// around, or a synthetic chat. seq is its first turn's request, whose tag
-// the whole conversation carries.
+// NewConversation starts the row's conversation number n (from 0): a
+// dataset row's n-th line, wrapping around, or a synthetic chat. seq is
+// the sequence number its first turn's prompt is drawn from, whose tag
+// the whole conversation carries. The runner derives seq from n, so that
+// a conversation is the same whichever user, or shard, holds it.
 func (w *Row) NewConversation(n, seq int64) *Conversation {
-	cv := &Conversation{turns: w.row.Conversation.Turns}
+	cv := &Conversation{turns: w.row.Conversation.Turns, n: n}
 	if w.src == nil {
 		return cv
 	}
@@ -110,8 +114,20 @@ func (w *Row) NewConversation(n, seq int64) *Conversation {
 	return cv
 }
 
-// TurnPrompt builds the prompt of the conversation's next turn, request
-// seq, and adds its user message to the history.
+// turnRNG draws a turn's lengths: a function of the row's seed, the
+// conversation's number and the turn only, not of the request's sequence
+// number, which depends on how the turns of concurrent conversations
+// happened to interleave (and, under run --shard, on the shard). So the
+// same conversation has the same turns in every run of the row, sharded
+// or not.
+func (w *Row) turnRNG(cv *Conversation) *rand.Rand {
+	return rand.New(rand.NewPCG(w.seed^convRNGSalt, uint64(cv.n)<<20|uint64(cv.turn)))
+}
+
+// TurnPrompt builds the prompt of the conversation's next turn and adds
+// its user message to the history. seq is the conversation's first turn's
+// (NewConversation): the first turn of a synthetic chat is the row's
+// prompt seq; later turns are drawn by turnRNG.
 func (w *Row) TurnPrompt(cv *Conversation, seq int64) Prompt {
 	history := 0
 	for _, c := range cv.counts {
@@ -129,7 +145,7 @@ func (w *Row) TurnPrompt(cv *Conversation, seq int64) Prompt {
 			maxTokens = cv.outputs[cv.turn]
 		}
 		if out := w.row.Output; out.Mean > 0 || len(out.Values) > 0 {
-			maxTokens = sampleLength(w.rng(seq), out)
+			maxTokens = sampleLength(w.turnRNG(cv), out)
 		}
 	case cv.turn == 0:
 		// The first turn is the row's synthetic prompt: its prefix and
@@ -138,11 +154,12 @@ func (w *Row) TurnPrompt(cv *Conversation, seq int64) Prompt {
 		user = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: p.text}
 		userN, requested, maxTokens, shared = p.InTokens, p.Requested, p.MaxTokens, p.Shared
 	default:
-		rng := rand.New(rand.NewPCG(w.seed^convRNGSalt, uint64(seq)))
+		rng := w.turnRNG(cv)
 		n := sampleLength(rng, w.row.Conversation.User)
 		maxTokens = sampleLength(rng, w.row.Output)
+		key := cv.n*1009 + int64(cv.turn) // spreads the windows as seq does for first turns
 		off := int((w.text ^ convRNGSalt) % uint64(len(w.corpus.ids)))
-		off = (off + int(math.Mod(float64(seq)*goldenStride*float64(len(w.corpus.ids)), float64(len(w.corpus.ids))))) % len(w.corpus.ids)
+		off = (off + int(math.Mod(float64(key)*goldenStride*float64(len(w.corpus.ids)), float64(len(w.corpus.ids))))) % len(w.corpus.ids)
 		text, got := w.corpus.exact("", 0, off, n)
 		user = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: text}
 		userN, requested = got, history+n

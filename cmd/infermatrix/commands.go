@@ -123,8 +123,9 @@ completed, errors by class, TTFT, ITL and dispatch-lag histograms) at
 
 --shard I/N runs shard I of N of a distributed run: every shard derives the
 same seeded schedule and sends its share (every N-th arrival of an open-loop
-row or trace, an even part of a closed loop's users and count), so that the
-union of the shards is the whole run (docs/sharding.md). --start-at TIME
+row or trace, an even part of a closed loop's users and count, every N-th
+conversation whole, each ramp step's share on the step's own clock), so that
+the union of the shards is the whole run (docs/sharding.md). --start-at TIME
 (RFC 3339) begins the first row at that instant and every later row at an
 instant the plan fixes, so that shards launched apart stay aligned.
 --shard k8s/N takes I from a Kubernetes Indexed Job's JOB_COMPLETION_INDEX
