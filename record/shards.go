@@ -99,7 +99,12 @@ func startSpreads(man *rundir.Manifest) string {
 			}
 		}
 		if ok {
-			out = append(out, fmt.Sprintf("%s %v", r.ID, spread.Round(time.Millisecond)))
+			if spread >= time.Millisecond {
+				spread = spread.Round(time.Millisecond)
+			} else {
+				spread = spread.Round(time.Microsecond) // "190µs", not "0s"
+			}
+			out = append(out, fmt.Sprintf("%s %v", r.ID, spread))
 		}
 	}
 	return strings.Join(out, ", ")
