@@ -394,7 +394,11 @@ func (o *Options) mergeJob(claim string) Object {
 	for i := 1; i <= o.Shards; i++ {
 		args = append(args, strings.ReplaceAll(o.ShardDir(), "{shard}", strconv.Itoa(i)))
 	}
-	args = append(args, "-o", o.MergedDir(), "--wait", o.Deadline.String(), "--termination-log", TerminationLog)
+	// A shard stopped at the Job's deadline still takes its grace to
+	// write its records and mark itself interrupted: the merge waits for
+	// that too, so it merges the shard rather than call it missing.
+	wait := o.Deadline + o.Grace
+	args = append(args, "-o", o.MergedDir(), "--wait", wait.String(), "--termination-log", TerminationLog)
 	vols, mounts := scratch()
 	vols = append(vols, Volume{Name: "results", PersistentVolumeClaim: &ClaimVolume{ClaimName: claim}})
 	mounts = append(mounts, VolumeMount{Name: "results", MountPath: ResultsMount})
@@ -406,7 +410,7 @@ func (o *Options) mergeJob(claim string) Object {
 	}
 	spec := JobSpec{
 		Completions: ptr(int32(1)), Parallelism: ptr(int32(1)), BackoffLimit: ptr(int32(0)),
-		ActiveDeadlineSeconds: ptr(int64((o.Deadline + 15*time.Minute).Seconds())),
+		ActiveDeadlineSeconds: ptr(int64((wait + 15*time.Minute).Seconds())),
 		PodFailurePolicy: &PodFailurePolicy{Rules: []PodFailureRule{
 			{Action: "FailJob", OnExitCodes: &OnExitCodes{ContainerName: "merge", Operator: "In",
 				Values: []int32{exitRuntime, exitUsage, exitAcceptance, exitInvalid, exitInconclusive, exitInterrupted}}},
@@ -421,7 +425,7 @@ func (o *Options) mergeJob(claim string) Object {
 			"e.g. a shard missing) or an error it fails at once, not retried, with the code in its condition:\n"+
 			"  kubectl wait --for=condition=complete --timeout=%v job/%s-merge\n"+
 			"  kubectl get pods -l job-name=%s-merge -o jsonpath='{..terminated.message}'",
-		o.Deadline, o.MergedDir(), o.Deadline+15*time.Minute, o.Name, o.Name)}
+		wait, o.MergedDir(), wait+15*time.Minute, o.Name, o.Name)}
 }
 
 func (o *Options) simDeployment(expVol Volume) Object {

@@ -128,7 +128,7 @@ func TestManifestsDecodeStrictlyAndHoldTogether(t *testing.T) {
 	if len(dirs) != 4 || dirs[0] != "/results/llama-matrix-1127-2000/shard-1" || dirs[3] != "/results/llama-matrix-1127-2000/shard-4" {
 		t.Errorf("merge reads %v, want shard-1..shard-4", dirs)
 	}
-	if !strings.Contains(strings.Join(margs, " "), "-o /results/llama-matrix-1127-2000/merged --wait 40m0s") {
+	if !strings.Contains(strings.Join(margs, " "), "-o /results/llama-matrix-1127-2000/merged --wait 40m45s") {
 		t.Errorf("merge args %v", margs)
 	}
 	// Text stays readable in data; anything else is binaryData.
