@@ -54,6 +54,9 @@ type Options struct {
 type found struct {
 	path string
 	sh   *shard // nil: no run directory
+	// gone is the shard's mark that it will never run (it refused to
+	// start, or failed before its run directory existed).
+	gone *rundir.Abandoned
 }
 
 // Run merges the shard directories dirs into out, as Merge does, after
@@ -79,6 +82,9 @@ func Run(ctx context.Context, dirs []string, out string, opts Options) (*Result,
 	var absent []rundir.AbsentShard
 	for _, f := range all {
 		switch {
+		case f.sh == nil && f.gone != nil:
+			absent = append(absent, rundir.AbsentShard{Index: f.gone.Index, Dir: absPath(f.path),
+				Reason: fmt.Sprintf("shard %d/%d did not run: %s", f.gone.Index, f.gone.Count, f.gone.Reason)})
 		case f.sh == nil:
 			absent = append(absent, rundir.AbsentShard{Dir: absPath(f.path),
 				Reason: fmt.Sprintf("no run directory after waiting %v", opts.Wait)})
@@ -138,7 +144,7 @@ func wait(ctx context.Context, dirs []string, opts Options) ([]found, error) {
 		var pending []string
 		for i := range all {
 			f := &all[i]
-			if f.sh != nil && f.sh.man.Status != rundir.StatusRunning {
+			if f.sh != nil && f.sh.man.Status != rundir.StatusRunning || f.gone != nil {
 				continue
 			}
 			sh, err := look(f.path)
@@ -147,8 +153,16 @@ func wait(ctx context.Context, dirs []string, opts Options) ([]found, error) {
 			}
 			f.sh = sh
 			if sh == nil {
+				if f.gone, err = rundir.ReadAbandoned(f.path); err != nil {
+					return nil, err
+				}
+			}
+			switch {
+			case sh == nil && f.gone != nil:
+				// This shard will not come: no need to wait for it.
+			case sh == nil:
 				pending = append(pending, f.path+" (no run directory yet)")
-			} else if sh.man.Status == rundir.StatusRunning {
+			case sh.man.Status == rundir.StatusRunning:
 				pending = append(pending, fmt.Sprintf("shard %d/%d in %s (running)", sh.man.Shard.Index, sh.man.Shard.Count, f.path))
 			}
 		}

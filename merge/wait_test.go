@@ -180,3 +180,33 @@ func TestWaitRefusesUnshardedAtOnce(t *testing.T) {
 		t.Errorf("an unsharded run: %v, want ErrUsage at once", err)
 	}
 }
+
+// A shard that refused to run (too late for the shared start) leaves a
+// mark in its directory: the merge counts it missing at once, with the
+// shard's own reason, rather than waiting out its deadline for it.
+func TestWaitTakesAbandonedShardAsMissingAtOnce(t *testing.T) {
+	dirs := splitShards(t, 2, "plan-a", nil)
+	if err := os.RemoveAll(dirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := rundir.WriteAbandoned(dirs[1], rundir.Abandoned{Index: 2, Count: 2, Reason: "bad start time: 2026-11-27T20:00:00Z is 15s in the past"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), dirs, filepath.Join(t.TempDir(), "merged"), Options{Wait: time.Minute, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Missing, []int{2}) || res.Written.Decision.Verdict != verdict.Inconclusive {
+		t.Fatalf("missing %v, verdict %s: want shard 2 missing, INCONCLUSIVE", res.Missing, res.Written.Decision.Verdict)
+	}
+	if len(res.Absent) != 1 || res.Absent[0].Index != 2 || !strings.Contains(res.Absent[0].Reason, "shard 2/2 did not run: bad start time") {
+		t.Errorf("absent %+v: want shard 2 with its own reason", res.Absent)
+	}
+	// The mark never hides a run: a directory with a manifest is a run.
+	if err := rundir.WriteAbandoned(dirs[0], rundir.Abandoned{Index: 1, Count: 2, Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := rundir.ReadAbandoned(dirs[0]); a != nil {
+		t.Error("a mark was written into a run directory")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	"github.com/infermatrix/infermatrix/livemetrics"
 	"github.com/infermatrix/infermatrix/reports"
+	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/schema/jsonschema"
@@ -212,6 +213,11 @@ it carries part of the load, so the run's verdict is infermatrix merge's.`,
 			ending.shard = shard
 			res, runErr := runner.Run(ctx, plan, runner.Options{Out: out, Command: append([]string{"infermatrix"}, argv...), Log: stderr, Terminal: showBar(progressMode, stderr), Baseline: baseInfo, BaselineRun: base, Virtual: virtual, Live: live, Shard: shard, StartAt: startAt})
 			if res == nil {
+				if shard != (runner.Shard{}) && out != "" && runErr != nil {
+					// A merge waiting for this shard learns at once that it
+					// will not come, instead of waiting out its deadline.
+					_ = rundir.WriteAbandoned(out, rundir.Abandoned{Index: shard.Index, Count: shard.Count, Reason: runErr.Error(), At: time.Now().UTC()})
+				}
 				if errors.Is(runErr, runner.ErrBadStart) {
 					return withCode(exitUsage, fmt.Errorf("--start-at: %w\nnothing was run", runErr))
 				}

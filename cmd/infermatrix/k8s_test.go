@@ -17,6 +17,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/k8s/k8stest"
 	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/runner"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
@@ -246,4 +247,29 @@ rows:
 		}
 		return nil
 	})
+}
+
+// A pod scheduled after the shared start refuses its share (exit 2, which
+// the pod failure policy turns into a failed index) and leaves a mark in
+// its output directory, so that the merge waiting for it does not wait out
+// the deadline: it merges the other shards at once, INCONCLUSIVE.
+func TestLateShardLeavesAbandonedMark(t *testing.T) {
+	exp := filepath.Join(t.TempDir(), "late.yaml")
+	writeFileT(t, exp, "apiVersion: infermatrix/v1\nname: late\nserver: {target: builtin}\nrows:\n  - {id: open, rate: {per_second: 5}, duration: 1s, input_tokens: 16, output_tokens: 4}\n")
+	out := filepath.Join(t.TempDir(), "shard-{shard}")
+	late := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	t.Setenv(completionIndexEnv, "1")
+	term := filepath.Join(t.TempDir(), "termination-log")
+	r := cli(t, context.Background(), "run", exp, "--shard", "k8s/2", "--start-at", late, "--out", out, "--termination-log", term)
+	if r.code != exitUsage {
+		t.Fatalf("exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dir := strings.ReplaceAll(out, "{shard}", "2")
+	a, err := rundir.ReadAbandoned(dir)
+	if err != nil || a == nil || a.Index != 2 || a.Count != 2 || !strings.Contains(a.Reason, "in the past") {
+		t.Fatalf("mark %+v, %v: want shard 2/2 marked with why", a, err)
+	}
+	if msg := readFile(t, term); !strings.HasPrefix(msg, "shard 2/2: Exit 2: --start-at") {
+		t.Errorf("termination message %q", msg)
+	}
 }
