@@ -13,7 +13,7 @@ import (
 // fails.
 func TestHelpExamplesNameRealFiles(t *testing.T) {
 	file := regexp.MustCompile(`experiments/[\w./-]+\.ya?ml`)
-	for _, c := range []string{"", "run", "validate", "plan", "report", "sim"} {
+	for _, c := range []string{"", "run", "validate", "plan", "report", "sim", "k8s", "merge"} {
 		args := []string{"--help"}
 		if c != "" {
 			args = []string{c, "--help"}

@@ -51,12 +51,12 @@ A pod failure policy maps infermatrix's exit codes: 4 (invalid experiment) fails
 the Job; any other failure fails that shard's index only, which is not retried
 (it could not rejoin the shared start), and the merge names it missing
 (INCONCLUSIVE). Needs Kubernetes 1.29 or later. See docs/kubernetes.md.`,
-		Example: `  infermatrix k8s experiments/llama-8b-h100-matrix.yaml --shards 4 \
+		Example: `  infermatrix k8s experiments/distributed-load.yaml --shards 4 \
       --image registry.example.com/infermatrix:v1.2.0 --secret vllm-key \
       --target http://vllm.inference.svc:8000/v1 | kubectl apply -f -
 
   # a dry run on any cluster, against the built-in server deployed beside it
-  infermatrix k8s experiments/quickstart.yaml --shards 2 --image infermatrix:dev --with-sim -o run.yaml`,
+  infermatrix k8s experiments/quickstart.yaml --rows sweep --shards 2 --image infermatrix:dev --with-sim -o run.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			now := time.Now()
