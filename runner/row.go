@@ -92,10 +92,15 @@ type rowRun struct {
 	vclock *vexec
 	// stopHook, when set, learns why dispatching stopped, under mu: on
 	// virtual time a duration stop starts the grace period.
-	stopHook     func(reason string)
-	stopped      chan struct{} // closed when dispatching stops
-	stopReason   string
-	prepareError error
+	stopHook func(reason string)
+	// globalOpen is when (from loadStart) a sharded open loop's first
+	// measured global arrival is due, whichever shard sends it; set once
+	// globalOpenSet (noteGlobalArrival). Guarded by mu.
+	globalOpen    time.Duration
+	globalOpenSet bool
+	stopped       chan struct{} // closed when dispatching stops
+	stopReason    string
+	prepareError  error
 }
 
 // ticket is one dispatch decision.
@@ -134,7 +139,13 @@ func (rr *rowRun) take(now time.Time) (ticket, bool) {
 			// The measured window opens with the first measured request;
 			// a timer closes it, so a row stops on time even while every
 			// user is waiting on a slow response.
-			rr.durTimer = rr.afterFunc(r.Duration.D()-rr.clockNow().Sub(now), func() {
+			left := r.Duration.D() - rr.clockNow().Sub(now)
+			if rr.globalOpenSet {
+				// A sharded open loop's window opens where the
+				// unsharded row's does (noteGlobalArrival).
+				left = rr.loadStart.Add(rr.globalOpen + r.Duration.D()).Sub(rr.clockNow())
+			}
+			rr.durTimer = rr.afterFunc(left, func() {
 				rr.mu.Lock()
 				rr.stop(stopDuration)
 				rr.mu.Unlock()

@@ -159,11 +159,31 @@ func (rr *rowRun) kept(next func() (time.Duration, bool)) func() (time.Duration,
 				return at, false
 			}
 			i++
+			rr.noteGlobalArrival(i-1, at)
 			if rr.shard.keeps(i - 1) {
 				return at, true
 			}
 		}
 	}
+}
+
+// noteGlobalArrival watches the global arrivals as kept thins them, for
+// the first measured one (after the warmup count and warmup_duration): its
+// due time opens the row's measured window on every shard, so that each
+// shard's duration timer closes at the instant the unsharded row's does.
+// Opened at the shard's own first measured arrival instead, shard I's
+// window would end up to I-1 arrivals late, and the union would hold
+// arrivals the unsharded row never sends.
+func (rr *rowRun) noteGlobalArrival(k int64, at time.Duration) {
+	r := rr.row
+	if !rr.openLoopRow() || k < int64(r.Warmup) || r.WarmupDuration > 0 && at < r.WarmupDuration.D() {
+		return
+	}
+	rr.mu.Lock()
+	if !rr.globalOpenSet {
+		rr.globalOpen, rr.globalOpenSet = at, true
+	}
+	rr.mu.Unlock()
 }
 
 // warmupCount is how many warmup requests (after the warm prefixes) the

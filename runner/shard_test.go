@@ -212,3 +212,38 @@ rows:
 		t.Errorf("two shards replayed %d entries of %d, and %d of a 3-request row", len(seen["replay"]), len(ts), len(seen["first3"]))
 	}
 }
+
+// A duration-stopped open loop: every shard's measured window opens where
+// the unsharded row's does (its first measured global arrival), not at the
+// shard's own first measured arrival, so the union of 2 or 4 shards holds
+// exactly the unsharded row's arrivals, warmup and measured alike.
+func TestShardedDurationRowEndsWithTheWholeRow(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 3}}
+defaults: {input_tokens: 100, output_tokens: 10}
+rows:
+  - {id: open, rate: {per_second: 30, arrival: poisson}, warmup_duration: 1s, duration: 3s}
+  - {id: counted, rate: {per_second: 30, arrival: poisson}, warmup: 7, duration: 3s}
+`
+	whole := runVirtual(t, plan(t, src))
+	for _, id := range []string{"open", "counted"} {
+		ref := bySeq(records(t, whole.Dir, id))
+		for _, n := range []int{2, 4} {
+			union := map[int64]metrics.Record{}
+			for i := 1; i <= n; i++ {
+				for _, r := range records(t, shardedVirtual(t, src, Shard{Index: i, Count: n}).Dir, id) {
+					union[r.Seq] = r
+				}
+			}
+			for s, r := range union {
+				if w, ok := ref[s]; !ok || w.Warmup != r.Warmup {
+					t.Errorf("%s, %d shards: seq %d (warmup %v) is not the whole row's (%+v)", id, n, s, r.Warmup, ok)
+				}
+			}
+			for s := range ref {
+				if _, ok := union[s]; !ok {
+					t.Errorf("%s, %d shards: the whole row's seq %d was sent by none", id, n, s)
+				}
+			}
+		}
+	}
+}
