@@ -135,8 +135,8 @@ func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.W
 	// at its global time (shard.go).
 	next := rr.kept(func() (time.Duration, bool) { return arr.next(), true })
 	var slots chan struct{}
-	if l.MaxConcurrency > 0 {
-		slots = make(chan struct{}, l.MaxConcurrency)
+	if c := rr.maxConcurrency(); c > 0 {
+		slots = make(chan struct{}, c)
 	}
 	pace := newPacer()
 	defer pace.close()

@@ -504,10 +504,9 @@ func (rr *rowRun) user(ctx, inflight context.Context) {
 // from an arrival process for a rate row, read from the file for a trace,
 // whose end (next reports false) ends the row.
 func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, next func() (time.Duration, bool)) {
-	l := rr.row.Load
 	var slots chan struct{}
-	if l.MaxConcurrency > 0 {
-		slots = make(chan struct{}, l.MaxConcurrency)
+	if c := rr.maxConcurrency(); c > 0 {
+		slots = make(chan struct{}, c)
 	}
 	pace := newPacer()
 	defer pace.close()

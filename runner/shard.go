@@ -95,6 +95,8 @@ func shardProblems(plan *schema.Plan, s Shard) []string {
 			out = append(out, searchRefusal(&r))
 		case r.Load.Ramp != nil && r.Load.Mode == schema.ModeConcurrency && r.Load.Ramp.Levels[0] < float64(s.Count):
 			out = append(out, fmt.Sprintf("row %s: the ramp's first step's %v users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Ramp.Levels[0], s.Count))
+		case r.Load.MaxConcurrency > 0 && r.Load.MaxConcurrency < s.Count:
+			out = append(out, fmt.Sprintf("row %s: max_concurrency %d cannot be divided among %d shards (some shard would have no slot)", r.ID, r.Load.MaxConcurrency, s.Count))
 		case r.Load.Mode == schema.ModeConcurrency && r.Load.Concurrency < s.Count:
 			out = append(out, fmt.Sprintf("row %s: %d users cannot be divided among %d shards (some shard would have none)", r.ID, r.Load.Concurrency, s.Count))
 		}
@@ -184,6 +186,19 @@ func (rr *rowRun) noteGlobalArrival(k int64, at time.Duration) {
 		rr.globalOpen, rr.globalOpenSet = at, true
 	}
 	rr.mu.Unlock()
+}
+
+// maxConcurrency is the shard's part of an open loop's max_concurrency:
+// the even split, as each shard sends about 1/N of the arrivals. It
+// approximates the one cap of the unsharded row: N queues of C/N slots,
+// not one queue of C, so under saturation the shards' queues drain at their
+// own pace (docs/sharding.md).
+func (rr *rowRun) maxConcurrency() int {
+	c := rr.row.Load.MaxConcurrency
+	if c == 0 || !rr.shard.on() {
+		return c
+	}
+	return rr.shard.split(c)
 }
 
 // warmupCount is how many warmup requests (after the warm prefixes) the

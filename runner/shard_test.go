@@ -247,3 +247,25 @@ rows:
 		}
 	}
 }
+
+// An open loop's max_concurrency is divided among the shards as its
+// arrivals are: with a cap of 6 on a saturated server, no shard of 3 holds
+// more than 2 requests in flight (each would hold 6 with the whole cap,
+// 18 together); a cap smaller than the shard count is refused.
+func TestShardedMaxConcurrencyIsSplit(t *testing.T) {
+	src := `server: {target: builtin, sim: {preset: llama-3.1-8b-h100, seed: 5}}
+defaults: {input_tokens: 2000, output_tokens: 200}
+rows:
+  - {id: capped, rate: {per_second: 40, max_concurrency: 6}, duration: 2s}
+`
+	for i := 1; i <= 3; i++ {
+		recs := records(t, shardedVirtual(t, src, Shard{Index: i, Count: 3}).Dir, "capped")
+		if got := maxOverlap(recs); got != 2 {
+			t.Errorf("shard %d/3: %d requests in flight at most, want its 2 of the cap's 6", i, got)
+		}
+	}
+	_, err := Run(context.Background(), plan(t, src), Options{Out: filepath.Join(t.TempDir(), "run"), Virtual: true, Shard: Shard{Index: 1, Count: 8}})
+	if !errors.Is(err, ErrBadShard) {
+		t.Errorf("a cap of 6 on 8 shards: %v, want refused", err)
+	}
+}

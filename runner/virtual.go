@@ -658,11 +658,12 @@ func (x *vexec) openLoop(halted func() bool) {
 	// Slots of max_concurrency: an arrival that finds none free waits,
 	// first come first served; a request (or a conversation) gives its
 	// slot back when it ends.
-	free := l.MaxConcurrency
+	capN := rr.maxConcurrency()
+	free := capN
 	var queue []func()
 	slot := func(f func()) {
 		switch {
-		case l.MaxConcurrency == 0:
+		case capN == 0:
 			f()
 		case free > 0:
 			free--
@@ -672,7 +673,7 @@ func (x *vexec) openLoop(halted func() bool) {
 		}
 	}
 	var release func()
-	if l.MaxConcurrency > 0 {
+	if capN > 0 {
 		release = func() {
 			if len(queue) == 0 {
 				free++
@@ -711,7 +712,7 @@ func (x *vexec) openLoop(halted func() bool) {
 			conv := rr.nextConversation()
 			slot(func() {
 				a := &arrival{scheduled: offset + at, conv: conv}
-				if l.MaxConcurrency > 0 {
+				if capN > 0 {
 					a.queued = x.now() - (base + at)
 				}
 				x.converse(halted, nil, a, release)
@@ -731,7 +732,7 @@ func (x *vexec) openLoop(halted func() bool) {
 		cl.Rec.Warmup, cl.Rec.Step = t.warmup, t.step
 		slot(func() {
 			send := func() {
-				if l.MaxConcurrency > 0 || x.prefill != nil {
+				if capN > 0 || x.prefill != nil {
 					cl.Rec.QueueNS = (x.now() - (base + at)).Nanoseconds()
 				}
 				x.send(cl, release)
