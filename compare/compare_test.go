@@ -222,6 +222,9 @@ func TestSlowerDecodeIsTPOTRegression(t *testing.T) {
 
 // A 2% change is within the default threshold, even when significant.
 func TestSmallChangeIsNotFlagged(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computation only: make test runs it in its second pass, without the race detector, which slows it sixfold")
+	}
 	c := pair(t, oneRow("a", 1, t0, 10), oneRow("b", 1, t0.Add(time.Hour), 10.2))
 	if c.Verdict != VerdictOK {
 		t.Fatalf("verdict %q (%s); want no regression for +2%%", c.Verdict, c.Why)
@@ -519,6 +522,9 @@ func TestHostileRowIDEscaped(t *testing.T) {
 // regression at most (1 − level) / 2 of the time, and the threshold cuts
 // that further. IM_AA_PAIRS sets the number of pairs (default 20).
 func TestFalseAlarmRate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computation only: make test runs it in its second pass, without the race detector, which slows it sixfold")
+	}
 	pairs := 20
 	if v := os.Getenv("IM_AA_PAIRS"); v != "" {
 		fmt.Sscan(v, &pairs)

@@ -42,6 +42,9 @@ func TestCalibrateExitCodes(t *testing.T) {
 // preset file, on the virtual clock, lands within 10% of the measured TTFT
 // p50, TPOT p50 and output tokens/s on every row.
 func TestCalibrateVirtualTwin(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computation only: make test runs it in its second pass, without the race detector, which slows it sixfold")
+	}
 	if testing.Short() {
 		t.Skip("a fit of four rows takes tens of seconds")
 	}
