@@ -72,6 +72,16 @@ func (rr *rowRun) conversationID(n int64) string {
 // the row sent before it.
 func (rr *rowRun) convSeq(n int64) int64 { return rr.loadSeq() + n }
 
+// openConversation starts the conversation an arrival opens (an open
+// loop's, numbered by the global schedule), or, for a closed-loop user
+// (first nil), the user's next one.
+func (rr *rowRun) openConversation(first *arrival) *conversation {
+	if first != nil {
+		return rr.newConversation(first.conv)
+	}
+	return rr.newConversation(rr.nextConversation())
+}
+
 // newConversation starts conversation number n.
 func (rr *rowRun) newConversation(n int64) *conversation {
 	return &conversation{n: n, id: rr.conversationID(n), Conversation: rr.wl.NewConversation(n, rr.convSeq(n))}
@@ -192,13 +202,7 @@ func (rr *rowRun) converse(ctx, inflight context.Context, first *arrival) bool {
 			return false
 		}
 		if cv == nil {
-			n := int64(0)
-			if first != nil {
-				n = first.conv
-			} else {
-				n = rr.nextConversation()
-			}
-			cv = rr.newConversation(n)
+			cv = rr.openConversation(first)
 		}
 		cl, err := rr.prepareTurn(t, cv)
 		if err != nil {

@@ -597,13 +597,7 @@ func (x *vexec) converse(halted func() bool, cv *conversation, first *arrival, d
 		return
 	}
 	if cv == nil {
-		n := int64(0)
-		if first != nil {
-			n = first.conv
-		} else {
-			n = rr.nextConversation()
-		}
-		cv = rr.newConversation(n)
+		cv = rr.openConversation(first)
 	}
 	cl, err := rr.prepareTurn(t, cv)
 	if err != nil {
