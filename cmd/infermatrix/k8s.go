@@ -115,6 +115,9 @@ the Job; any other failure fails that shard's index only, which is not retried
 			}
 			o.Experiment, o.Files = files[0], files[1:]
 			o.Env = credentialEnv(plan.Server)
+			if o.Secret != "" && len(o.Env) == 0 {
+				fmt.Fprintf(stderr, "note: the experiment reads no credential from the environment (server.api_key_env, server.header_env), so --secret %s is not used\n", o.Secret)
+			}
 			if target != "" {
 				o.RunArgs = append(o.RunArgs, "--target", target)
 			}
