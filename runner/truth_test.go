@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/infermatrix/infermatrix/internal/cheapsse"
 	"slices"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ func TestTimingMatchesGroundTruth(t *testing.T) {
 	for i := range streams {
 		wg.Go(func() {
 			rec := &metrics.Record{ID: fmt.Sprintf("t-%d", i), Stream: true}
-			c.Do(context.Background(), &protocol.Call{URL: inst.BaseURL, Body: streamBody(out), Rec: rec})
+			c.Do(context.Background(), &protocol.Call{URL: inst.BaseURL, Body: cheapsse.StreamBody(out), Rec: rec})
 			recs[i] = rec
 		})
 	}

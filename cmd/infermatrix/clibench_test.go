@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infermatrix/infermatrix/internal/cheapsse"
+	"github.com/infermatrix/infermatrix/metrics"
+	"github.com/infermatrix/infermatrix/protocol"
+)
+
+// cheapEnv makes the test binary serve internal/cheapsse instead of
+// running tests (TestMain): the server of the CLI benchmark, in a process
+// of its own.
+const cheapEnv = "INFERMATRIX_TEST_CHEAPSSE"
+
+// serveCheap serves cheapsse on loopback, prints its base URL, and stops
+// when standard input closes.
+func serveCheap() int {
+	s, err := cheapsse.Start("127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(s.URL)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = s.Close()
+	return 0
+}
+
+// cheapProcess starts serveCheap in another process and returns its URL.
+func cheapProcess(tb testing.TB) string {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), cheapEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("cheap server: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// BenchmarkCLIThroughput measures the CLI end to end: `infermatrix run`
+// in a process of its own (records written, summaries, every report),
+// against internal/cheapsse in another, beside the raw drain client on
+// the same server in the same run. cli-tok/s is the row's output tokens/s
+// as its summary gives it; ratio is that ÷ the drain's. wall-tok/s counts
+// the CLI's whole wall time, start-up and reports included. The goal is a
+// ratio of at least 0.7 at c=64 and c=256 (issue 16).
+func BenchmarkCLIThroughput(b *testing.B) {
+	for _, users := range []int{64, 256} {
+		b.Run(fmt.Sprintf("c=%d", users), func(b *testing.B) {
+			url := cheapProcess(b)
+			const out = 256
+			requests := 16 * users
+			dir := b.TempDir()
+			exp := filepath.Join(dir, "cli.yaml")
+			if err := os.WriteFile(exp, fmt.Appendf(nil, `apiVersion: infermatrix/v1
+name: cli-bench
+server: {urls: [%q]}
+rows:
+  - {id: t, concurrency: %d, requests: %d, input_tokens: 16, output_tokens: %d, body: {ignore_eos: true}}
+`, url, users, requests, out), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			var drain, cli, wall float64
+			i := 0
+			for b.Loop() {
+				hc := protocol.NewHTTPClient(users)
+				d, err := cheapsse.DrainThroughput(hc, url, users, requests, out)
+				hc.CloseIdleConnections()
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain += d
+				i++
+				run := filepath.Join(dir, fmt.Sprintf("run-%d", i))
+				cmd := exec.Command(os.Args[0])
+				cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join([]string{"run", exp, "--out", run, "--progress", "lines"}, "\x1f"))
+				start := time.Now()
+				if outb, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState.ExitCode() != exitInconclusive {
+					b.Fatalf("infermatrix run: %v\n%s", err, outb)
+				}
+				took := time.Since(start)
+				var sum metrics.Summary
+				raw, err := os.ReadFile(filepath.Join(run, "summary.json"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := json.Unmarshal(raw, &sum); err != nil {
+					b.Fatal(err)
+				}
+				rs := sum.Rows[0]
+				if rs.Requests.Completed != requests {
+					b.Fatalf("%d of %d requests completed", rs.Requests.Completed, requests)
+				}
+				cli += rs.Throughput.OutputTokensPerS
+				wall += float64(requests*out) / took.Seconds()
+			}
+			n := float64(b.N)
+			b.ReportMetric(drain/n, "drain-tok/s")
+			b.ReportMetric(cli/n, "cli-tok/s")
+			b.ReportMetric(wall/n, "wall-tok/s")
+			b.ReportMetric(cli/drain, "ratio")
+		})
+	}
+}
