@@ -106,7 +106,10 @@ type Sim struct {
 // (at most 63 characters) on its pods.
 const MaxNameLen = 40
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dashes   = regexp.MustCompile(`-+`)
+)
 
 // NameFrom makes a default object name from an experiment's name and the
 // start instant: lower-case, dashes for anything else, short enough.
@@ -120,7 +123,7 @@ func NameFrom(experiment string, at time.Time) string {
 			b.WriteByte('-')
 		}
 	}
-	s := strings.Trim(regexp.MustCompile(`-+`).ReplaceAllString(b.String(), "-"), "-")
+	s := strings.Trim(dashes.ReplaceAllString(b.String(), "-"), "-")
 	suffix := at.UTC().Format("0102-1504")
 	if max := MaxNameLen - len(suffix) - 1; len(s) > max {
 		s = strings.TrimRight(s[:max], "-")

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,15 +48,7 @@ const cheapServer = "cheap"
 // stops when its standard input closes.
 func serveForBenchmark(preset, truthPath string) int {
 	if preset == cheapServer {
-		s, err := cheapsse.Start("127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Println(s.URL)
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		_ = s.Close()
-		return 0
+		return cheapsse.Serve()
 	}
 	cfg, err := BuiltinConfig(schema.SimSettings{Preset: preset})
 	if err != nil {
@@ -100,33 +91,17 @@ func serverProcess(tb testing.TB, preset, truth string) (string, func()) {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+v)
 	}
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	url, stopProc, err := cheapsse.StartProcess(cmd)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		tb.Fatalf("server process: %v", err)
-	}
-	var once sync.Once
 	stop := func() {
-		once.Do(func() {
-			stdin.Close()
-			if err := cmd.Wait(); err != nil {
-				tb.Errorf("server process: %v", err)
-			}
-		})
+		if err := stopProc(); err != nil {
+			tb.Errorf("server process: %v", err)
+		}
 	}
 	tb.Cleanup(stop)
-	return strings.TrimSpace(line), stop
+	return url, stop
 }
 
 // runRowAgainst runs one row of yaml through Run against url and returns

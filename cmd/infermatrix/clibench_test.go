@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,43 +20,19 @@ import (
 // of its own.
 const cheapEnv = "INFERMATRIX_TEST_CHEAPSSE"
 
-// serveCheap serves cheapsse on loopback, prints its base URL, and stops
-// when standard input closes.
-func serveCheap() int {
-	s, err := cheapsse.Start("127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(s.URL)
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	_ = s.Close()
-	return 0
-}
-
-// cheapProcess starts serveCheap in another process and returns its URL.
+// cheapProcess starts cheapsse.Serve in another process (the test binary
+// again, see TestMain) and returns its URL.
 func cheapProcess(tb testing.TB) string {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), cheapEnv+"=1")
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	url, stop, err := cheapsse.StartProcess(cmd)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		tb.Fatalf("cheap server: %v", err)
-	}
-	return strings.TrimSpace(line)
+	tb.Cleanup(func() { _ = stop() })
+	return url
 }
 
 // BenchmarkCLIThroughput measures the CLI end to end: `infermatrix run`

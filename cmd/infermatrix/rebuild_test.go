@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermatrix/infermatrix/internal/cheapsse"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/reports"
 	"github.com/infermatrix/infermatrix/rundir"
@@ -26,7 +27,7 @@ const mainArgsEnv = "INFERMATRIX_TEST_MAIN_ARGS"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(cheapEnv) != "" {
-		os.Exit(serveCheap())
+		os.Exit(cheapsse.Serve())
 	}
 	if args, ok := os.LookupEnv(mainArgsEnv); ok {
 		os.Exit(Main(context.Background(), strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
