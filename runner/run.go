@@ -36,7 +36,6 @@ import (
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
 	"github.com/infermatrix/infermatrix/sim"
-	"github.com/infermatrix/infermatrix/tokenizer"
 	"github.com/infermatrix/infermatrix/validity"
 	"github.com/infermatrix/infermatrix/verdict"
 	"github.com/infermatrix/infermatrix/workload"
@@ -175,16 +174,12 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 		logClean := logf
 		logf = func(format string, args ...any) { logClean("%s", creds.secrets.String(fmt.Sprintf(format, args...))) }
 	}
-	toks := map[string]tokenizer.Tokenizer{}
-	for _, row := range plan.Rows {
-		if _, ok := toks[row.Tokenizer]; ok {
-			continue
+	toks, waitToks := loadTokenizers(plan)
+	if plan.Server.Builtin || len(plan.Server.Variants) > 0 {
+		// The built-in server counts with them as it starts.
+		if err := waitToks(); err != nil {
+			return nil, err
 		}
-		t, err := tokenizer.New(row.Tokenizer)
-		if err != nil {
-			return nil, fmt.Errorf("row %s: %w", row.ID, err)
-		}
-		toks[row.Tokenizer] = t
 	}
 
 	var truth *truthSink
@@ -224,6 +219,11 @@ func run(ctx context.Context, plan *schema.Plan, opts Options, creds credentials
 			return nil, err
 		}
 		defer srv.close()
+	}
+	// A server at a URL was asked what it serves while the tokenizers
+	// loaded; the requests need them from here.
+	if err := waitToks(); err != nil {
+		return nil, err
 	}
 	urls, bi, scrape, found, model, vs := srv.urls, srv.builtin, srv.scrape, srv.found, srv.model, srv.virtual
 

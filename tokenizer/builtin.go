@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
@@ -83,7 +85,6 @@ const maxTiktokenRank = 1 << 21
 func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
 	// Every token's bytes go into one string that the tables slice,
 	// rather than one allocation per token.
-	type entry struct{ off, end, id int32 }
 	entries := make([]entry, 0, len(data)/16)
 	arena := make([]byte, 0, len(data)*3/4)
 	maxID := -1
@@ -165,33 +166,30 @@ func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
 	}
 
 	// One merge per way of cutting a token in two tokens; see builtin.
-	type pair struct {
-		key uint64
-		id  int32
+	// Finding them is most of the load, which every run pays before its
+	// first request, so the tokens are shared out among the cores: each
+	// worker only reads the token table and keeps its own pairs, and the
+	// parts are joined in the tokens' order: the same pairs, in the same
+	// order, as one worker would find.
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	parts := make([][]pair, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := len(entries)*w/workers, len(entries)*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[w] = t.cutPairs(all, entries[lo:hi], make([]pair, 0, (hi-lo)*5/2))
+		}()
 	}
-	pairs := make([]pair, 0, len(entries)*5/2)
-	var suffix []uint64
-	for _, e := range entries {
-		tok := all[e.off:e.end]
-		// suffix[i] is the hash of tok[i:], built from the right.
-		suffix = slices.Grow(suffix[:0], len(tok)+1)[:len(tok)+1]
-		var h, pow uint64 = 0, 1
-		for i := len(tok) - 1; i > 0; i-- {
-			h += (uint64(tok[i]) + 1) * pow
-			pow *= hashMul
-			suffix[i] = h
-		}
-		var prefix uint64
-		for i := 1; i < len(tok); i++ {
-			prefix = prefix*hashMul + uint64(tok[i-1]) + 1
-			a, ok := t.tokens.find(tok[:i], prefix)
-			if !ok {
-				continue
-			}
-			if b, ok := t.tokens.find(tok[i:], suffix[i]); ok {
-				pairs = append(pairs, pair{pairKey(a, b), e.id})
-			}
-		}
+	wg.Wait()
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	pairs := make([]pair, 0, n)
+	for _, p := range parts {
+		pairs = append(pairs, p...)
 	}
 	// Inserted in the order of the slots they hash to, the merges fill the
 	// table (16 MB for o200k_base) in one sweep instead of missing the
@@ -215,6 +213,47 @@ func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
 		m.merges.put(p.key, merge{rank: p.id, id: p.id})
 	}
 	return t, nil
+}
+
+// entry is a token of a rank file being parsed: its bytes are
+// all[off:end] of the file's decoded tokens.
+type entry struct{ off, end, id int32 }
+
+// pair is one merge found while loading a rank file: the pair of ids
+// (pairKey) that join into id.
+type pair struct {
+	key uint64
+	id  int32
+}
+
+// cutPairs appends to dst the merges of every token in entries: one for
+// each way of cutting the token's bytes (all[off:end]) into two tokens.
+// It only reads the token table, so several may run at once.
+func (t *builtin) cutPairs(all string, entries []entry, dst []pair) []pair {
+	var suffix []uint64
+	for _, e := range entries {
+		tok := all[e.off:e.end]
+		// suffix[i] is the hash of tok[i:], built from the right.
+		suffix = slices.Grow(suffix[:0], len(tok)+1)[:len(tok)+1]
+		var h, pow uint64 = 0, 1
+		for i := len(tok) - 1; i > 0; i-- {
+			h += (uint64(tok[i]) + 1) * pow
+			pow *= hashMul
+			suffix[i] = h
+		}
+		var prefix uint64
+		for i := 1; i < len(tok); i++ {
+			prefix = prefix*hashMul + uint64(tok[i-1]) + 1
+			a, ok := t.tokens.find(tok[:i], prefix)
+			if !ok {
+				continue
+			}
+			if b, ok := t.tokens.find(tok[i:], suffix[i]); ok {
+				dst = append(dst, pair{pairKey(a, b), e.id})
+			}
+		}
+	}
+	return dst
 }
 
 // tokenTable maps the bytes of tokens to their ids. It is a flat

@@ -52,8 +52,11 @@ func main() {
 		first = "\ninterrupted: finishing up; requests in flight get their grace period (Ctrl-C again to exit now)"
 	}
 	ctx, stop := interruptContext(first)
-	defer stop()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	stopProfile := startProfile(os.Stderr)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
+	stop()
+	os.Exit(code)
 }
 
 // interruptContext is cancelled by the first SIGINT or SIGTERM, which lets
