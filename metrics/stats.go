@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/metrics/samples"
 	"github.com/infermatrix/infermatrix/stats"
 )
 
@@ -35,6 +36,9 @@ type Dist struct {
 	Extra map[string]float64 `json:"-" expr:"-"`
 
 	values []float64 // sorted samples, kept for p(metric, q); nil once read back from JSON
+	// col holds the samples instead when they spilled to disk (see
+	// columnDist): it answers p(metric, q) by selection.
+	col *samples.Column
 	// fill, when set, stands in for every statistic of an empty
 	// distribution (see RowEnv.Filled).
 	fill *float64
@@ -112,6 +116,12 @@ func (d Dist) Percentile(q float64) (float64, error) {
 			return *d.fill, nil
 		}
 		return 0, fmt.Errorf("no samples")
+	}
+	if d.col != nil {
+		if v, ok := d.lookup(q); ok {
+			return v, nil
+		}
+		return d.col.Percentile(q)
 	}
 	if len(d.values) != d.Count {
 		if v, ok := d.lookup(q); ok {
