@@ -44,7 +44,11 @@ func spillRecords(n int) []*Record {
 }
 
 func spillSummary(recs []*Record, limit int, sem string) (RowSummary, *Aggregator) {
-	a := NewAggregator(Options{Percentiles: []float64{75, 99.9}, OpenLoop: true, Semantics: sem, SpillLimit: limit, Timeslice: 100 * msNS,
+	return spillSummaryEvery(recs, limit, sem, 100*msNS)
+}
+
+func spillSummaryEvery(recs []*Record, limit int, sem string, slice int64) (RowSummary, *Aggregator) {
+	a := NewAggregator(Options{Percentiles: []float64{75, 99.9}, OpenLoop: true, Semantics: sem, SpillLimit: limit, Timeslice: slice,
 		SLO:  SLO{TTFTms: 40},
 		Ramp: &Ramp{Dimension: "rate", Levels: []float64{1, 2, 3}, StepNS: 1000 * msNS}})
 	for _, r := range recs {
@@ -153,6 +157,28 @@ func diffJSON(t *testing.T, what, path string, w, g any) {
 			t.Errorf("%s %s: %v; want %v", what, path, g, w)
 		}
 	}
+}
+
+// TestSpilledTimeslicesCoarsen: a row longer than MaxTimeslices slices
+// merges its slots, spilled or not, and its slices' TTFT stay those of the
+// in-memory row.
+func TestSpilledTimeslicesCoarsen(t *testing.T) {
+	recs := spillRecords(6000)
+	mem, _ := spillSummaryEvery(recs, 1<<30, SemInfermatrix, msNS/4)
+	spl, agg := spillSummaryEvery(recs, 64, SemInfermatrix, msNS/4)
+	if mem.Timeslices.WidthS <= 0.00025 {
+		t.Fatalf("width %v s; want the slices coarsened", mem.Timeslices.WidthS)
+	}
+	spilled := 0
+	for _, sl := range agg.slices.slots {
+		if sl.ttft != nil && sl.ttft.Spilled() {
+			spilled++
+		}
+	}
+	if spilled == 0 {
+		t.Fatal("no timeslice spilled its TTFT at a limit of 4")
+	}
+	compareSummaries(t, "coarsened", mem, spl)
 }
 
 // TestSpilledEdgeCases: one sample, a constant metric and a metric with
