@@ -14,8 +14,9 @@ import (
 )
 
 // Dist summarises one metric's samples. Statistics are exact: every sample
-// is kept until the row's summary is made, because an approximate p99 in a
-// sign-off document is a p99 nobody can defend.
+// is kept until the row's summary is made (past Options.SpillLimit, in a
+// file: package metrics/samples), because an approximate p99 in a sign-off
+// document is a p99 nobody can defend.
 //
 // Percentiles use linear interpolation between closest ranks (Hyndman and
 // Fan type 7, numpy's default), and Std is the population standard deviation
