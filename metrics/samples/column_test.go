@@ -35,10 +35,10 @@ func reference(vs []float64, qs []float64) Summary {
 
 var testQs = []float64{0, 0.1, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 99.99, 100, 33.3333}
 
-// close reports whether a and b agree within a relative 1e-12 (or an
+// near reports whether a and b agree within a relative 1e-12 (or an
 // absolute 1e-12 near zero): the last digits compensated summation in
 // another order may move.
-func close(a, b float64) bool {
+func near(a, b float64) bool {
 	return math.Abs(a-b) <= 1e-12*max(1, math.Abs(a), math.Abs(b))
 }
 
@@ -78,7 +78,7 @@ func TestColumnMatchesSort(t *testing.T) {
 			if got.Count != want.Count || got.Min != want.Min || got.Max != want.Max {
 				t.Errorf("%s n=%d: count/min/max %d %v %v; want %d %v %v", name, n, got.Count, got.Min, got.Max, want.Count, want.Min, want.Max)
 			}
-			if !close(got.Mean, want.Mean) || !close(got.Std, want.Std) {
+			if !near(got.Mean, want.Mean) || !near(got.Std, want.Std) {
 				t.Errorf("%s n=%d: mean %v std %v; want %v %v", name, n, got.Mean, got.Std, want.Mean, want.Std)
 			}
 			for i, q := range testQs {
@@ -158,6 +158,22 @@ func TestColumnSpillFailure(t *testing.T) {
 	vs, ok := c.InMemory()
 	if c.Err() == nil || !ok || len(vs) != 100 {
 		t.Errorf("err %v, in memory %v with %d samples; want an error and all 100 in memory", c.Err(), ok, len(vs))
+	}
+}
+
+// TestSpansSpillFailure: spans whose store cannot create its file stay in
+// memory, all of them, and say why.
+func TestSpansSpillFailure(t *testing.T) {
+	s := NewSpans(NewStore(filepath.Join(t.TempDir(), "missing", "dir")), 4)
+	for i := range 50 {
+		s.Add(int64(i), int64(i+3))
+	}
+	n := 0
+	if err := s.Walk(func(int64, int) { n++ }); err != nil || n != 100 || s.Err() == nil {
+		t.Errorf("walked %d edges (%v), spill error %v; want 100 edges and the error", n, err, s.Err())
+	}
+	if spans, ok := s.InMemory(); !ok || len(spans) != 50 {
+		t.Errorf("in memory %v, %d spans; want all 50", ok, len(spans))
 	}
 }
 

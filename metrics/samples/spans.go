@@ -19,6 +19,17 @@ type Spans struct {
 	runs  []block // sorted edges, n counted in edges
 	n     int
 	err   error
+	// writing is the run being sorted and written in the background, so
+	// that Add, called under the runner's collector lock, does not sort.
+	writing *pendingRun
+}
+
+// pendingRun is a run on its way to the store.
+type pendingRun struct {
+	done  chan struct{}
+	spans [][2]int64
+	run   block
+	err   error
 }
 
 // NewSpans returns empty spans spilling to s beyond limit spans; a limit
@@ -47,7 +58,7 @@ func (s *Spans) Len() int { return s.n }
 
 // InMemory returns the spans when none has spilled.
 func (s *Spans) InMemory() ([][2]int64, bool) {
-	if len(s.runs) > 0 {
+	if len(s.runs) > 0 || s.writing != nil {
 		return nil, false
 	}
 	return s.mem, true
@@ -83,27 +94,56 @@ func sortedEdges(spans [][2]int64) []int64 {
 	return edges
 }
 
-// spill writes the spans in memory as one sorted run of edges. A failed
-// write keeps the spans in memory from then on.
+// spill hands the spans in memory to a goroutine that sorts their edges
+// and writes them as one run, waiting first for the run before it: at
+// most two batches are in memory, and the sort (a few milliseconds for
+// 64 Ki spans) happens outside the caller's lock. A failed write keeps the
+// spans in memory from then on.
 func (s *Spans) spill() {
-	edges := sortedEdges(s.mem)
-	off, err := s.store.appendInts(edges)
-	if err != nil {
-		s.err = err
+	s.settle()
+	if s.err != nil {
 		return
 	}
-	s.runs = append(s.runs, block{off, len(edges)})
-	s.mem = s.mem[:0]
+	p := &pendingRun{done: make(chan struct{}), spans: s.mem}
+	go func() {
+		defer close(p.done)
+		edges := sortedEdges(p.spans)
+		p.run.off, p.err = s.store.appendInts(edges)
+		p.run.n = len(edges)
+	}()
+	s.writing = p
+	s.mem = make([][2]int64, 0, cap(s.mem))
+}
+
+// settle waits for the run being written and records it, or, when its
+// write failed, takes its spans back into memory.
+func (s *Spans) settle() {
+	p := s.writing
+	if p == nil {
+		return
+	}
+	<-p.done
+	s.writing = nil
+	if p.err != nil {
+		s.err = p.err
+		s.mem = append(p.spans, s.mem...)
+		return
+	}
+	s.runs = append(s.runs, p.run)
 }
 
 // Err is the error of a failed spill, after which the spans stayed in
 // memory; nil otherwise.
-func (s *Spans) Err() error { return s.err }
+func (s *Spans) Err() error {
+	s.settle()
+	return s.err
+}
 
 // Walk calls fn with every edge in sweep order (see Edge), merging the
 // spilled runs with the spans still in memory. Its memory is a small
 // buffer a run.
 func (s *Spans) Walk(fn func(at int64, d int)) error {
+	s.settle()
 	tail := sortedEdges(s.mem)
 	if len(s.runs) == 0 {
 		for _, e := range tail {
