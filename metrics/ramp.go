@@ -1,6 +1,10 @@
 package metrics
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/infermatrix/infermatrix/metrics/samples"
+)
 
 // Ramp is a ramped row's steps, as the summary needs them: the load of
 // each step and how long each lasts (schema.RampPlan, which this package
@@ -60,7 +64,7 @@ type rampSteps struct {
 	steps []*Aggregator
 }
 
-func newRampSteps(opts Options) *rampSteps {
+func newRampSteps(opts Options, store *samples.Store) *rampSteps {
 	rs := &rampSteps{ramp: opts.Ramp}
 	for _, lv := range opts.Ramp.Levels {
 		o := opts
@@ -72,7 +76,7 @@ func newRampSteps(opts Options) *rampSteps {
 				o.RequestedRate = lv * sh
 			}
 		}
-		rs.steps = append(rs.steps, NewAggregator(o))
+		rs.steps = append(rs.steps, newAggregatorIn(o, store))
 	}
 	return rs
 }

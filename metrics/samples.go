@@ -7,8 +7,17 @@ package metrics
 // summaries print, not a re-derivation that could drift from it. It is nil
 // for a Dist read back from JSON, which keeps only the statistics; summarise
 // the row's records with an Aggregator to have them. The slice is the
-// Dist's own: do not modify it.
+// Dist's own: do not modify it. Where the row's samples spilled to disk
+// (Options.SpillLimit), they are read back into memory, sorted, at each
+// call: a comparison resamples them all anyway.
 func (d Dist) Values() []float64 {
+	if d.col != nil {
+		vs, err := d.col.Sorted()
+		if err != nil {
+			return nil
+		}
+		return vs
+	}
 	if len(d.values) != d.Count {
 		return nil
 	}

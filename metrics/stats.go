@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infermatrix/infermatrix/metrics/samples"
 	"github.com/infermatrix/infermatrix/stats"
 )
 
 // Dist summarises one metric's samples. Statistics are exact: every sample
-// is kept until the row's summary is made, because an approximate p99 in a
-// sign-off document is a p99 nobody can defend.
+// is kept until the row's summary is made (past Options.SpillLimit, in a
+// file: package metrics/samples), because an approximate p99 in a sign-off
+// document is a p99 nobody can defend.
 //
 // Percentiles use linear interpolation between closest ranks (Hyndman and
 // Fan type 7, numpy's default), and Std is the population standard deviation
@@ -35,6 +37,9 @@ type Dist struct {
 	Extra map[string]float64 `json:"-" expr:"-"`
 
 	values []float64 // sorted samples, kept for p(metric, q); nil once read back from JSON
+	// col holds the samples instead when they spilled to disk (see
+	// columnDist): it answers p(metric, q) by selection.
+	col *samples.Column
 	// fill, when set, stands in for every statistic of an empty
 	// distribution (see RowEnv.Filled).
 	fill *float64
@@ -112,6 +117,12 @@ func (d Dist) Percentile(q float64) (float64, error) {
 			return *d.fill, nil
 		}
 		return 0, fmt.Errorf("no samples")
+	}
+	if d.col != nil {
+		if v, ok := d.lookup(q); ok {
+			return v, nil
+		}
+		return d.col.Percentile(q)
 	}
 	if len(d.values) != d.Count {
 		if v, ok := d.lookup(q); ok {

@@ -1,10 +1,10 @@
 package metrics
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"unicode/utf8"
+
+	"github.com/infermatrix/infermatrix/metrics/samples"
 )
 
 // SummaryFormat versions summary.json. Readers refuse other versions rather
@@ -433,12 +433,20 @@ type Options struct {
 	// Ramp, for a ramped row, summarises each step besides the row
 	// (RowSummary.Steps, metrics/ramp.go).
 	Ramp *Ramp
+	// SpillDir is where a row's samples go beyond SpillLimit a metric
+	// (package metrics/samples): os.TempDir() when empty. The file is
+	// removed as soon as it is open, wherever the system allows.
+	SpillDir string
+	// SpillLimit is how many samples of a metric stay in memory before
+	// they spill: samples.DefaultLimit when 0.
+	SpillLimit int
 }
 
 // Aggregator builds one row's summary from its records as they arrive. It
-// keeps every sample (see Dist); memory grows by a few dozen bytes per
-// request plus eight per streamed event, and the timeslices by at most
-// MaxTimeslices slots.
+// keeps every sample (see Dist), in memory up to Options.SpillLimit a
+// metric and in a temporary file beyond (package metrics/samples), so that
+// its memory does not grow with the row's length while its figures stay
+// exact; the timeslices take at most MaxTimeslices slots.
 type Aggregator struct {
 	turns   turnAcc // conversation rows' figures by turn
 	opts    Options
@@ -453,8 +461,8 @@ type Aggregator struct {
 	// E2E end: AIPerf's benchmark duration.
 	okFirst, okLast int64
 
-	ttft, ttfo, ttst, itl, tpot, e2e, queue, in, out []float64
-	perUser                                          []float64
+	ttft, ttfo, ttst, itl, tpot, e2e, queue, in, out samples.Column
+	perUser                                          samples.Column
 	inSum, outSum                                    int64
 	good, goodBase                                   int
 	// inputs sums the successful pooling requests' inputs; pooled counts
@@ -466,7 +474,7 @@ type Aggregator struct {
 	fallback, noIn   int // requests whose figures the semantics could not take as defined
 	streamed, noText int // successful streams, and those of them without any text
 
-	lag                   []float64
+	lag                   samples.Column
 	firstSched, lastSched int64
 	lastDispatchNS        int64 // the earliest dispatch is first
 	load                  *ClientLoad
@@ -474,7 +482,7 @@ type Aggregator struct {
 	gaps, zeroGaps int
 	// spans are every request's [start, end], warmup included, for the
 	// in-flight count.
-	spans [][2]int64
+	spans samples.Spans
 	cache Cache
 	// uncounted and uncountedPrompt are the successful requests the
 	// server said nothing of its cache for, and their prompt tokens.
@@ -482,6 +490,10 @@ type Aggregator struct {
 	uncountedPrompt int64
 	// ramp summarises a ramped row's steps (Options.Ramp).
 	ramp *rampSteps
+	// spillNotes say which figures were lost to a spill file that could
+	// not be read back.
+	spillNotes []string
+	store      *samples.Store // where the samples spill, shared with the steps
 }
 
 // lengthAcc accumulates one side of the token check.
@@ -523,13 +535,25 @@ func (l *lengthAcc) check() LengthCheck {
 
 // NewAggregator starts an empty row summary.
 func NewAggregator(opts Options) *Aggregator {
+	return newAggregatorIn(opts, samples.NewStore(opts.SpillDir))
+}
+
+// newAggregatorIn starts an empty row summary spilling to store, which a
+// ramped row's steps share with the row.
+func newAggregatorIn(opts Options, store *samples.Store) *Aggregator {
 	sem := opts.Semantics
 	if sem == "" {
 		sem = SemInfermatrix
 	}
-	a := &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, errMsgs: map[string]string{}, slices: newSlicer(opts.Timeslice)}
+	k := opts.SpillLimit
+	a := &Aggregator{opts: opts, sem: sem, errs: map[string]int{}, errMsgs: map[string]string{}, store: store,
+		slices: newSlicer(opts.Timeslice, store, slotLimit(k)), turns: turnAcc{store: store, limit: k}}
+	for _, c := range []*samples.Column{&a.ttft, &a.ttfo, &a.ttst, &a.itl, &a.tpot, &a.e2e, &a.queue, &a.in, &a.out, &a.perUser, &a.lag} {
+		*c = samples.NewColumn(store, k)
+	}
+	a.spans = samples.NewSpans(store, k)
 	if opts.Ramp != nil && len(opts.Ramp.Levels) > 0 {
-		a.ramp = newRampSteps(opts)
+		a.ramp = newRampSteps(opts, store)
 	}
 	return a
 }
@@ -540,7 +564,7 @@ func (a *Aggregator) SetClientLoad(l ClientLoad) { a.load = &l }
 
 // Add folds in one record. Warmup records are only counted.
 func (a *Aggregator) Add(r *Record) {
-	a.spans = append(a.spans, [2]int64{r.StartNS, r.StartNS + r.EndNS})
+	a.spans.Add(r.StartNS, r.StartNS+r.EndNS)
 	if a.ramp != nil {
 		a.ramp.add(r)
 	}
@@ -564,7 +588,7 @@ func (a *Aggregator) Add(r *Record) {
 	a.firstSched, a.lastSched = min(a.firstSched, r.ScheduledNS), max(a.lastSched, r.ScheduledNS)
 	a.lastDispatchNS = max(a.lastDispatchNS, dispatch)
 	if a.opts.OpenLoop || a.opts.RequestedRate > 0 {
-		a.lag = append(a.lag, ms(dispatch-r.ScheduledNS))
+		a.lag.Add(ms(dispatch - r.ScheduledNS))
 	}
 	a.slices.add(r)
 	ok := r.OK()
@@ -592,7 +616,7 @@ func (a *Aggregator) Add(r *Record) {
 	}
 	a.reqs.Completed++
 	a.goodBase++
-	a.queue = append(a.queue, ms(r.QueueNS))
+	a.queue.Add(ms(r.QueueNS))
 	a.inLen.addAllowing(r.InputTokens, r.TemplateTokens)
 	a.outLen.add(r.OutputTokens)
 	a.addCache(r)
@@ -611,7 +635,7 @@ func (a *Aggregator) Add(r *Record) {
 	}
 	if v.hasIn {
 		a.inSum += int64(v.in)
-		a.in = append(a.in, float64(v.in))
+		a.in.Add(float64(v.in))
 	} else {
 		a.noIn++
 	}
@@ -622,10 +646,10 @@ func (a *Aggregator) Add(r *Record) {
 		a.inputs += int64(r.Inputs)
 	} else {
 		a.outSum += int64(v.out)
-		a.out = append(a.out, float64(v.out))
+		a.out.Add(float64(v.out))
 	}
 	e2e := ms(v.e2e)
-	a.e2e = append(a.e2e, e2e)
+	a.e2e.Add(e2e)
 	if a.reqs.Completed == 1 {
 		a.okFirst, a.okLast = r.StartNS, r.StartNS+v.e2e
 	}
@@ -637,28 +661,28 @@ func (a *Aggregator) Add(r *Record) {
 		}
 	}
 	if v.ttft > 0 {
-		a.ttft = append(a.ttft, ms(v.ttft))
+		a.ttft.Add(ms(v.ttft))
 	}
 	if r.Stream && r.FirstOutputNS > 0 {
-		a.ttfo = append(a.ttfo, ms(r.FirstOutputNS))
+		a.ttfo.Add(ms(r.FirstOutputNS))
 	}
 	if len(r.Events) >= 2 {
-		a.ttst = append(a.ttst, ms(r.Events[1]-r.Events[0]))
+		a.ttst.Add(ms(r.Events[1] - r.Events[0]))
 	}
 	switch a.sem {
 	case SemVLLM:
 		vllmGaps(r, a.addITL)
 	case SemAIPerf:
 		if v.hasTPOT {
-			a.itl = append(a.itl, v.tpot)
+			a.itl.Add(v.tpot)
 		}
 	default:
 		eventGaps(r.Events, a.addITL)
 	}
 	if v.hasTPOT {
-		a.tpot = append(a.tpot, v.tpot)
+		a.tpot.Add(v.tpot)
 		if v.tpot > 0 {
-			a.perUser = append(a.perUser, 1000/v.tpot)
+			a.perUser.Add(1000 / v.tpot)
 		}
 	}
 	if a.meetsSLO(r, v) {
@@ -667,7 +691,7 @@ func (a *Aggregator) Add(r *Record) {
 	a.turns.add(r, v)
 }
 
-func (a *Aggregator) addITL(ns int64) { a.itl = append(a.itl, ms(ns)) }
+func (a *Aggregator) addITL(ns int64) { a.itl.Add(ms(ns)) }
 
 // addCache folds in a request's cached tokens, when the server said.
 // Requests it said nothing of are counted aside: a server that reports
@@ -697,42 +721,33 @@ func (a *Aggregator) addCache(r *Record) {
 }
 
 // inFlight is the time-weighted mean and the peak of requests in flight
-// over [from, to].
+// over [from, to]: a sweep over every request's start and end in time
+// order, ends before starts at the same instant (a user's next request
+// starting as its last ends is one in flight, not two), merged from the
+// spilled runs where the row spilled (samples.Spans.Walk).
 func (a *Aggregator) inFlight(from, to int64) InFlight {
-	if to <= from || len(a.spans) == 0 {
+	if to <= from || a.spans.Len() == 0 {
 		return InFlight{}
 	}
-	type edge struct {
-		at int64
-		d  int
-	}
-	edges := make([]edge, 0, 2*len(a.spans))
-	for _, s := range a.spans {
-		edges = append(edges, edge{s[0], 1}, edge{s[1], -1})
-	}
-	// Ends before starts at the same instant: a user's next request
-	// starting as its last ends is one in flight, not two.
-	slices.SortFunc(edges, func(x, y edge) int {
-		if x.at != y.at {
-			return cmp.Compare(x.at, y.at)
-		}
-		return cmp.Compare(x.d, y.d)
-	})
 	var out InFlight
 	var area float64
 	n, prev := 0, from
-	for _, e := range edges {
-		if e.at > from {
-			t := min(e.at, to)
+	err := a.spans.Walk(func(at int64, d int) {
+		if at > from {
+			t := min(at, to)
 			if t > prev {
 				area += float64(n) * float64(t-prev)
 				prev = t
 			}
 		}
-		n += e.d
-		if e.at >= from && e.at < to {
+		n += d
+		if at >= from && at < to {
 			out.Max = max(out.Max, n)
 		}
+	})
+	if err != nil {
+		a.spillFailed("in_flight", err)
+		return InFlight{}
 	}
 	if to > prev {
 		area += float64(n) * float64(to-prev)
@@ -801,15 +816,15 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		Status:   status,
 		Requests: a.reqs,
 		Metrics: Metrics{
-			TTFT:         NewDist(a.ttft, x),
-			TTFO:         NewDist(a.ttfo, x),
-			TTST:         NewDist(a.ttst, x),
-			ITL:          NewDist(a.itl, x),
-			TPOT:         NewDist(a.tpot, x),
-			E2E:          NewDist(a.e2e, x),
-			Queue:        NewDist(a.queue, x),
-			InputTokens:  NewDist(a.in, x),
-			OutputTokens: NewDist(a.out, x),
+			TTFT:         a.dist("ttft_ms", &a.ttft, x),
+			TTFO:         a.dist("ttfo_ms", &a.ttfo, x),
+			TTST:         a.dist("ttst_ms", &a.ttst, x),
+			ITL:          a.dist("itl_ms", &a.itl, x),
+			TPOT:         a.dist("tpot_ms", &a.tpot, x),
+			E2E:          a.dist("e2e_ms", &a.e2e, x),
+			Queue:        a.dist("queue_ms", &a.queue, x),
+			InputTokens:  a.dist("input_tokens", &a.in, x),
+			OutputTokens: a.dist("output_tokens", &a.out, x),
 		},
 		Semantics: a.sem,
 	}
@@ -846,19 +861,15 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 		}
 		s.Goodput.RequestsPerS = float64(a.good) / w
 	}
-	if len(a.perUser) > 0 {
+	if a.perUser.Len() > 0 {
 		// The median request's speed: a mean is dominated by the few
 		// requests whose tokens came in one read, whose TPOT is near zero.
 		// AIPerf's output_token_throughput_per_user is the mean, and its
 		// semantics keeps it.
-		slices.Sort(a.perUser)
-		s.Throughput.OutputTokensPerSU = percentile(a.perUser, 50)
+		d := a.dist("output_tokens_per_s_per_user", &a.perUser, nil)
+		s.Throughput.OutputTokensPerSU = d.P50
 		if a.sem == SemAIPerf {
-			var sum float64
-			for _, v := range a.perUser {
-				sum += v
-			}
-			s.Throughput.OutputTokensPerSU = sum / float64(len(a.perUser))
+			s.Throughput.OutputTokensPerSU = d.Mean
 		}
 	}
 	s.Goodput.Good = a.good
@@ -881,8 +892,8 @@ func (a *Aggregator) Summary(id, base, status string) RowSummary {
 	}
 	s.SelfCheck = a.selfCheck()
 	s.Tokens = a.tokenCheck()
-	s.ByTurn = a.turns.summary(x)
-	s.SemanticsNotes = a.semanticsNotes()
+	s.ByTurn = a.turns.summary(a, x)
+	s.SemanticsNotes = append(a.semanticsNotes(), a.spillNotes...)
 	Price(&s, a.opts.Pricing)
 	if a.ramp != nil && a.anyMeas {
 		s.Steps = a.ramp.summaries(id, base, status, a.firstSched, a)
@@ -942,7 +953,7 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 // is larger (below that, lateness is small beside the arrival process
 // itself), or when its process used CPUSaturation of its cores or more.
 func (a *Aggregator) selfCheck() SelfCheck {
-	c := SelfCheck{DispatchLag: NewDist(a.lag, a.opts.Percentiles)}
+	c := SelfCheck{DispatchLag: a.dist("dispatch_lag_ms", &a.lag, a.opts.Percentiles)}
 	a.clientLoad(&c)
 	c.Gaps, c.ZeroGaps = a.gaps, a.zeroGaps
 	if a.gaps > 0 {

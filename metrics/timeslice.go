@@ -1,6 +1,10 @@
 package metrics
 
-import "math"
+import (
+	"math"
+
+	"github.com/infermatrix/infermatrix/metrics/samples"
+)
 
 // MaxTimeslices bounds the slices of one row. A row longer than this many
 // slices doubles the width until it fits, so that a day-long row costs as
@@ -43,29 +47,48 @@ type Timeslice struct {
 // first may finish last), so slots are aligned to the row's clock and cut to
 // the window when the summary is made.
 type slicer struct {
-	width int64 // ns
-	base  int64 // slot index of slots[0]
+	store *samples.Store // where the slots' TTFT samples spill
+	limit int            // a slot's TTFT samples in memory before they spill
+	width int64          // ns
+	base  int64          // slot index of slots[0]
 	slots []slot
 }
 
 type slot struct {
 	completed, errors int
 	tokens            float64
-	ttft              []float64
+	ttft              *samples.Column // nil until the slot has one
 }
 
 func (s *slot) merge(o *slot) {
 	s.completed += o.completed
 	s.errors += o.errors
 	s.tokens += o.tokens
-	s.ttft = append(s.ttft, o.ttft...)
+	if o.ttft == nil {
+		return
+	}
+	if s.ttft == nil {
+		s.ttft = o.ttft
+		return
+	}
+	s.ttft.Merge(o.ttft)
 }
 
-func newSlicer(width int64) *slicer {
+func newSlicer(width int64, store *samples.Store, limit int) *slicer {
 	if width <= 0 {
 		width = 1e9
 	}
-	return &slicer{width: width}
+	return &slicer{width: width, store: store, limit: limit}
+}
+
+// slotLimit is the TTFT samples a timeslice keeps in memory before they
+// spill, for a row whose metrics keep limit: a sixteenth, so that the
+// MaxTimeslices slots together hold at most 64 times a metric's limit.
+func slotLimit(limit int) int {
+	if limit <= 0 {
+		limit = samples.DefaultLimit
+	}
+	return max(1, limit/16)
 }
 
 func floorDiv(a, b int64) int64 {
@@ -133,7 +156,11 @@ func (s *slicer) add(r *Record) {
 	s.at(end).completed++
 	if r.Stream && r.FirstTokenNS > 0 {
 		sl := s.at(r.StartNS + r.FirstTokenNS)
-		sl.ttft = append(sl.ttft, ms(r.FirstTokenNS))
+		if sl.ttft == nil {
+			c := samples.NewColumn(s.store, s.limit)
+			sl.ttft = &c
+		}
+		sl.ttft.Add(ms(r.FirstTokenNS))
 	}
 	n := float64(r.OutputTokens.Count())
 	if n == 0 {
@@ -201,9 +228,13 @@ func (s *slicer) summary(first, last int64) Timeslices {
 			StartS: float64(start) / 1e9, EndS: float64(end) / 1e9,
 			Completed: sl.completed, Errors: sl.errors,
 			OutputTokens: round6(sl.tokens),
-			TTFT:         NewDist(sl.ttft, nil),
 		}
-		t.TTFT.values = nil // the slice's statistics are all it needs
+		if sl.ttft != nil {
+			// A spill file that cannot be read back leaves the
+			// slice's TTFT absent.
+			t.TTFT, _ = columnDist(sl.ttft, nil)
+		}
+		t.TTFT.values, t.TTFT.col = nil, nil // the slice's statistics are all it needs
 		if d := float64(end-start) / 1e9; d > 0 {
 			t.RequestsPerS = round6(float64(sl.completed) / d)
 			t.OutputTokensPerS = round6(sl.tokens / d)

@@ -1,5 +1,11 @@
 package metrics
 
+import (
+	"strconv"
+
+	"github.com/infermatrix/infermatrix/metrics/samples"
+)
+
 // TurnSummary is one turn of a conversation row's conversations (Record.Turn),
 // over its successful measured requests. A conversation's later turns carry
 // its earlier ones, so their prompts grow turn by turn; a server whose prefix
@@ -24,11 +30,15 @@ type TurnSummary struct {
 // turnAcc gathers each turn's samples as a row's records are added.
 type turnAcc struct {
 	turns []*turnSamples // by turn
+	// store and limit are where the turns' samples spill, and from how
+	// many (Options.SpillLimit).
+	store *samples.Store
+	limit int
 }
 
 type turnSamples struct {
 	n                      int
-	ttft, itl, in, cached  []float64
+	ttft, itl, in, cached  samples.Column
 	cachedSum, cachedInSum int64
 }
 
@@ -40,19 +50,23 @@ func (t *turnAcc) add(r *Record, v measured) {
 	}
 	k := *r.Turn
 	for len(t.turns) <= k {
-		t.turns = append(t.turns, &turnSamples{})
+		ts := &turnSamples{}
+		for _, c := range []*samples.Column{&ts.ttft, &ts.itl, &ts.in, &ts.cached} {
+			*c = samples.NewColumn(t.store, t.limit)
+		}
+		t.turns = append(t.turns, ts)
 	}
 	s := t.turns[k]
 	s.n++
 	if v.ttft > 0 {
-		s.ttft = append(s.ttft, ms(v.ttft))
+		s.ttft.Add(ms(v.ttft))
 	}
-	eventGaps(r.Events, func(ns int64) { s.itl = append(s.itl, ms(ns)) })
+	eventGaps(r.Events, func(ns int64) { s.itl.Add(ms(ns)) })
 	if v.hasIn {
-		s.in = append(s.in, float64(v.in))
+		s.in.Add(float64(v.in))
 	}
 	if r.CachedTokens != nil {
-		s.cached = append(s.cached, float64(*r.CachedTokens))
+		s.cached.Add(float64(*r.CachedTokens))
 		s.cachedSum += int64(*r.CachedTokens)
 		s.cachedInSum += int64(r.InputTokens.Count())
 	}
@@ -62,16 +76,17 @@ func (t *turnAcc) add(r *Record, v measured) {
 // conversations. A turn no successful request reached is listed with
 // Requests 0 and empty distributions, not left out, so that turn k is
 // always ByTurn[k].
-func (t *turnAcc) summary(extra []float64) []TurnSummary {
+func (t *turnAcc) summary(a *Aggregator, extra []float64) []TurnSummary {
 	if len(t.turns) == 0 {
 		return nil
 	}
 	out := make([]TurnSummary, len(t.turns))
 	for k, s := range t.turns {
+		turn := "turn " + strconv.Itoa(k) + " "
 		ts := TurnSummary{Turn: k, Requests: s.n,
-			TTFT: NewDist(s.ttft, extra), ITL: NewDist(s.itl, extra), InputTokens: NewDist(s.in, extra)}
-		if len(s.cached) > 0 {
-			d := NewDist(s.cached, extra)
+			TTFT: a.dist(turn+"ttft_ms", &s.ttft, extra), ITL: a.dist(turn+"itl_ms", &s.itl, extra), InputTokens: a.dist(turn+"input_tokens", &s.in, extra)}
+		if s.cached.Len() > 0 {
+			d := a.dist(turn+"cached_tokens", &s.cached, extra)
 			ts.CachedTokens = &d
 			if s.cachedInSum > 0 {
 				h := round6(float64(s.cachedSum) / float64(s.cachedInSum))

@@ -29,6 +29,12 @@ func (st *runState) rowOptions(row *schema.PlannedRow) metrics.Options {
 		}
 	}
 	opts.OpenLoop = row.Load.Mode == schema.ModeRate || row.Load.Mode == schema.ModeTrace
+	if st.dir != nil {
+		// A long row's samples spill beside its requests.jsonl, on the
+		// disk that already holds as much, not in a /tmp that may be
+		// memory (tmpfs); the file is removed as soon as it is open.
+		opts.SpillDir = st.dir.Path
+	}
 	opts.Ramp = row.Load.Ramp.Metrics()
 	if opts.Ramp != nil && st.shard.on() {
 		opts.Ramp.Share = 1 / float64(st.shard.Count)
