@@ -56,3 +56,26 @@ func BenchmarkReadStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamRequest measures what one streamed request of 256 text
+// events costs the client besides the network: framing, decoding, the
+// record's event times and the output count. One op is one request, so
+// allocs/op is what a request allocates (issue 16 item 2).
+func BenchmarkStreamRequest(b *testing.B) {
+	var sb strings.Builder
+	const events = 256
+	for i := 0; i < events; i++ {
+		sb.WriteString(chatDelta(" word"))
+	}
+	sb.WriteString(sse(usage3) + "data: [DONE]\n\n")
+	body := sb.String()
+	c := testClient(b, "chat")
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := &metrics.Record{Stream: true, OutputTokens: metrics.Tokens{Requested: events}}
+		c.readEvents(context.Background(), strings.NewReader(body), rec, time.Now())
+		if rec.Error != nil || len(rec.Events) != events {
+			b.Fatalf("%+v, %d events", rec.Error, len(rec.Events))
+		}
+	}
+}

@@ -373,6 +373,11 @@ func (t *connTrace) copyTo(rec *metrics.Record) {
 
 var doneMarker = []byte("[DONE]")
 
+// preallocEvents is the most text events a stream's record makes room for
+// before they arrive, from the tokens the request asked for: a record's
+// unused room is at most 4 KiB of event times.
+const preallocEvents = 512
+
 func (c *Client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -411,10 +416,16 @@ func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	h := &respHold{budget: c.Budget}
 	defer h.release()
 	sr := newSSEReader(body, c.now)
+	defer sr.release()
 	sr.hold = h
 	var text []byte
 	var held int       // the capacity of text, Events and bounds, as accounted in h
 	var bounds []int32 // len(text) after each text event, for EventTokens
+	if n := min(rec.OutputTokens.Requested, preallocEvents); n > 0 && rec.Events == nil {
+		// Room for the answer asked for: growing the three slices
+		// event by event cost a 256-token request two dozen allocations.
+		rec.Events, bounds, text = make([]int64, 0, n), make([]int32, 0, n), make([]byte, 0, 6*n)
+	}
 	var usage *openai.Usage
 	usageAt := -1 // how many text events preceded the usage
 	var cacheN int

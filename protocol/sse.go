@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -65,8 +66,38 @@ type sseReader struct {
 	dataHeld int // cap(data) as accounted in hold
 }
 
+// sseBufSize is the read buffer an sseReader starts with.
+const sseBufSize = 32 << 10
+
+// maxPooledData is the largest event buffer kept for the next reader.
+const maxPooledData = 4 << 10
+
+// sseBuffers recycles readers' buffers from one request to the next
+// (release): a fresh 32 KiB buffer, allocated and cleared for every
+// request, was most of what a streamed request allocated (issue 16). A
+// buffer that grew for a long event is left to the collector, so one huge
+// response does not pin its memory.
+var sseBuffers = sync.Pool{New: func() any { return &sseBuffer{buf: make([]byte, sseBufSize)} }}
+
+type sseBuffer struct{ buf, data []byte }
+
 func newSSEReader(r io.Reader, now func() time.Time) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, 32<<10), now: now}
+	b := sseBuffers.Get().(*sseBuffer)
+	return &sseReader{r: r, buf: b.buf, data: b.data[:0], now: now}
+}
+
+// release gives the reader's buffers back for another request's reader.
+// Nothing the reader returned may be used after it: events alias them.
+func (s *sseReader) release() {
+	if len(s.buf) != sseBufSize {
+		return
+	}
+	b := &sseBuffer{buf: s.buf}
+	if cap(s.data) <= maxPooledData {
+		b.data = s.data[:0]
+	}
+	s.buf, s.data = nil, nil
+	sseBuffers.Put(b)
 }
 
 // next returns the next event. At the end of the stream it returns io.EOF;
