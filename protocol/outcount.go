@@ -74,6 +74,10 @@ func (c *Client) countText(ctx context.Context, rec *metrics.Record, text string
 		rec.OutputTokens.Client, rec.EventTokens = o.client, o.events
 		return
 	}
+	if server != nil {
+		v := *server // the counting goroutine reads its own copy
+		server = &v
+	}
 	var stop atomic.Bool
 	done := make(chan outputCount, 1)
 	go func() {
