@@ -64,6 +64,8 @@ type sseReader struct {
 	// size, which a long event causes (see respHold).
 	hold     *respHold
 	dataHeld int // cap(data) as accounted in hold
+
+	pooled *sseBuffer // where buf came from, for release
 }
 
 // sseBufSize is the read buffer an sseReader starts with.
@@ -83,20 +85,21 @@ type sseBuffer struct{ buf, data []byte }
 
 func newSSEReader(r io.Reader, now func() time.Time) *sseReader {
 	b := sseBuffers.Get().(*sseBuffer)
-	return &sseReader{r: r, buf: b.buf, data: b.data[:0], now: now}
+	return &sseReader{r: r, buf: b.buf, data: b.data[:0], now: now, pooled: b}
 }
 
 // release gives the reader's buffers back for another request's reader.
 // Nothing the reader returned may be used after it: events alias them.
 func (s *sseReader) release() {
-	if len(s.buf) != sseBufSize {
+	b := s.pooled
+	if b == nil || len(s.buf) != sseBufSize {
 		return
 	}
-	b := &sseBuffer{buf: s.buf}
+	b.buf, b.data = s.buf, nil
 	if cap(s.data) <= maxPooledData {
 		b.data = s.data[:0]
 	}
-	s.buf, s.data = nil, nil
+	s.buf, s.data, s.pooled = nil, nil, nil
 	sseBuffers.Put(b)
 }
 
