@@ -172,6 +172,11 @@ type Tokens struct {
 	Requested int  `json:"requested"`        // what the workload asked for
 	Server    *int `json:"server,omitempty"` // the server's usage, when it reported one
 	Client    int  `json:"client"`           // the client tokenizer's count of what was sent or received
+	// Uncounted says Client is absent, not zero: the client's count of a
+	// huge output, taken off the request's path (protocol/outcount.go),
+	// was abandoned because the request's context ended first (the run
+	// interrupted past its grace period, or the request's timeout).
+	Uncounted bool `json:"uncounted,omitempty"`
 }
 
 // Count is the count metrics use: the server's usage when present,

@@ -50,7 +50,7 @@ func measure(sem, api string, r *Record) measured {
 		if fromUsage && r.InputTokens.Server != nil {
 			v.in, v.hasIn = *r.InputTokens.Server, true
 		}
-		v.out = r.OutputTokens.Client
+		v.out = clientOut(r)
 		if fromUsage && r.OutputTokens.Server != nil && *r.OutputTokens.Server > 0 {
 			v.out = *r.OutputTokens.Server
 		}
@@ -61,11 +61,21 @@ func measure(sem, api string, r *Record) measured {
 		// AIPerf counts both sides with its tokenizer unless told to use
 		// the server's usage (--use-server-token-count).
 		v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
-		v.out = r.OutputTokens.Client
+		v.out = clientOut(r)
 	}
 	// TPOT, and AIPerf's inter_token_latency, which is the same formula.
 	v.tpot, v.hasTPOT = tpotMS(v.e2e, v.ttft, v.out)
 	return v
+}
+
+// clientOut is the client's output count, or where it is absent
+// (Tokens.Uncounted: an interrupted run abandoned it) the server's, the
+// only count the record holds; with neither it is 0, and TPOT undefined.
+func clientOut(r *Record) int {
+	if r.OutputTokens.Uncounted {
+		return r.OutputTokens.Count()
+	}
+	return r.OutputTokens.Client
 }
 
 // missingChoiceStamps reports whether a streamed record carries text but

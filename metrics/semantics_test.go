@@ -201,3 +201,21 @@ func TestSemanticsNotes(t *testing.T) {
 		t.Error("vllm notes mention itl_ms without an ITL objective")
 	}
 }
+
+// TestUncountedClientCountIsNotZero: a record whose client count was
+// abandoned (Tokens.Uncounted) gives AIPerf's and vLLM's output the
+// server's count, the only one it holds, not the 0 in Client.
+func TestUncountedClientCountIsNotZero(t *testing.T) {
+	server := 7
+	r := &Record{Stream: true, OutputTokens: Tokens{Requested: 8, Server: &server, Uncounted: true}}
+	for _, sem := range []string{SemAIPerf, SemVLLM, SemInfermatrix} {
+		if v := measure(sem, "chat", r); v.out != 7 {
+			t.Errorf("%s: output %d; want the server's 7", sem, v.out)
+		}
+	}
+	r.OutputTokens.Uncounted = false
+	r.OutputTokens.Client = 9
+	if v := measure(SemAIPerf, "chat", r); v.out != 9 {
+		t.Errorf("aiperf with a client count: output %d; want the client's 9", v.out)
+	}
+}

@@ -373,6 +373,11 @@ func (t *connTrace) copyTo(rec *metrics.Record) {
 
 var doneMarker = []byte("[DONE]")
 
+// preallocEvents is the most text events a stream's record makes room for
+// before they arrive, from the tokens the request asked for: a record's
+// unused room is at most 4 KiB of event times.
+const preallocEvents = 512
+
 func (c *Client) readStream(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -411,10 +416,16 @@ func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	h := &respHold{budget: c.Budget}
 	defer h.release()
 	sr := newSSEReader(body, c.now)
+	defer sr.release()
 	sr.hold = h
 	var text []byte
 	var held int       // the capacity of text, Events and bounds, as accounted in h
 	var bounds []int32 // len(text) after each text event, for EventTokens
+	if n := min(rec.OutputTokens.Requested, preallocEvents); n > 0 && rec.Events == nil {
+		// Room for the answer asked for: growing the three slices
+		// event by event cost a 256-token request two dozen allocations.
+		rec.Events, bounds, text = make([]int64, 0, n), make([]int32, 0, n), make([]byte, 0, 6*n)
+	}
 	var usage *openai.Usage
 	usageAt := -1 // how many text events preceded the usage
 	var cacheN int
@@ -526,26 +537,9 @@ func (c *Client) readEvents(ctx context.Context, body io.Reader, rec *metrics.Re
 	if done && len(rec.Events) == 0 && usage == nil {
 		rec.Error = &metrics.Error{Class: metrics.ErrProtocol, Message: "the stream carried no generated text and no usage"}
 	}
-	c.countOutput(rec, string(text), usage)
-	c.countEvents(rec, text, bounds)
+	server := setUsage(rec, usage)
+	c.countText(ctx, rec, string(text), bounds, server)
 	return done
-}
-
-// countEvents fills EventTokens: each event's own text counted alone. It
-// runs after the stream has ended, off the timing path. When the output
-// token count equals the number of events, every event carried one token
-// (events without text are not events here), and EventTokens stays empty
-// to say so without tokenizing every event again.
-func (c *Client) countEvents(rec *metrics.Record, text []byte, bounds []int32) {
-	if len(bounds) == 0 || rec.OutputTokens.Count() == len(bounds) {
-		return
-	}
-	rec.EventTokens = make([]int32, len(bounds))
-	prev := int32(0)
-	for i, b := range bounds {
-		rec.EventTokens[i] = int32(c.Tok.Count(string(text[prev:b])))
-		prev = b
-	}
 }
 
 func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics.Record, start time.Time) {
@@ -622,7 +616,7 @@ func (c *Client) readBody(ctx context.Context, resp *http.Response, rec *metrics
 		n := *t.CacheN
 		rec.CachedTokens = &n
 	}
-	c.countOutput(rec, text, extra.Usage)
+	c.countText(ctx, rec, text, nil, setUsage(rec, extra.Usage))
 }
 
 // readAllTimed reads r to its end and returns what it read and when the
@@ -654,13 +648,11 @@ func readAllTimed(r io.Reader, h *respHold, now func() time.Time) ([]byte, time.
 	}
 }
 
-// countOutput fills in both counts of each side of the request. Reasoning
-// tokens are output tokens: the server generated them and the user waited
-// for them.
-func (c *Client) countOutput(rec *metrics.Record, text string, usage *openai.Usage) {
-	if text != "" {
-		rec.OutputTokens.Client = c.Tok.Count(text)
-	}
+// setUsage fills in the server's counts of each side of the request, and
+// returns its output count, nil when it sent none; countText
+// (outcount.go) fills in the client's. Reasoning tokens are output tokens:
+// the server generated them and the user waited for them.
+func setUsage(rec *metrics.Record, usage *openai.Usage) *int {
 	if usage != nil {
 		p, o := usage.PromptTokens, usage.CompletionTokens
 		rec.InputTokens.Server = &p
@@ -673,6 +665,7 @@ func (c *Client) countOutput(rec *metrics.Record, text string, usage *openai.Usa
 			rec.CachedTokens = &c
 		}
 	}
+	return rec.OutputTokens.Server
 }
 
 // classify maps a transport error to an error class. The request's context

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -63,10 +64,43 @@ type sseReader struct {
 	// size, which a long event causes (see respHold).
 	hold     *respHold
 	dataHeld int // cap(data) as accounted in hold
+
+	pooled *sseBuffer // where buf came from, for release
 }
 
+// sseBufSize is the read buffer an sseReader starts with.
+const sseBufSize = 32 << 10
+
+// maxPooledData is the largest event buffer kept for the next reader.
+const maxPooledData = 4 << 10
+
+// sseBuffers recycles readers' buffers from one request to the next
+// (release): a fresh 32 KiB buffer, allocated and cleared for every
+// request, was most of what a streamed request allocated (issue 16). A
+// buffer that grew for a long event is left to the collector, so one huge
+// response does not pin its memory.
+var sseBuffers = sync.Pool{New: func() any { return &sseBuffer{buf: make([]byte, sseBufSize)} }}
+
+type sseBuffer struct{ buf, data []byte }
+
 func newSSEReader(r io.Reader, now func() time.Time) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, 32<<10), now: now}
+	b := sseBuffers.Get().(*sseBuffer)
+	return &sseReader{r: r, buf: b.buf, data: b.data[:0], now: now, pooled: b}
+}
+
+// release gives the reader's buffers back for another request's reader.
+// Nothing the reader returned may be used after it: events alias them.
+func (s *sseReader) release() {
+	b := s.pooled
+	if b == nil || len(s.buf) != sseBufSize {
+		return
+	}
+	b.buf, b.data = s.buf, nil
+	if cap(s.data) <= maxPooledData {
+		b.data = s.data[:0]
+	}
+	s.buf, s.data, s.pooled = nil, nil, nil
+	sseBuffers.Put(b)
 }
 
 // next returns the next event. At the end of the stream it returns io.EOF;

@@ -338,17 +338,34 @@ func (b *builtin) Encode(text string) []int {
 func (b *builtin) Count(text string) int { return countPooled(b.appendIDs, text) }
 
 func (b *builtin) appendIDs(ids []int, text string) []int {
+	return b.appendIDsEach(ids, text, nil)
+}
+
+// appendIDsEach is appendIDs, handing ids to flush, when it is not nil,
+// after each pre-token's ids are appended (see hfTokenizer's).
+func (b *builtin) appendIDsEach(ids []int, text string, flush func([]int) ([]int, bool)) []int {
 	text = tiktokenValidUTF8(text)
+	stop := false
 	o200kScanner{}.matches(text, func(start, end int) {
+		if stop {
+			return
+		}
 		w := text[start:end]
 		// A pre-token that is a token is that token, as in tiktoken.
+		var id int32
+		ok := false
 		if len(w) > 1 {
-			if id, ok := b.tokens.get(w); ok {
-				ids = append(ids, int(id))
-				return
-			}
+			id, ok = b.tokens.get(w)
 		}
-		ids = b.model.appendWord(ids, w)
+		if ok {
+			ids = append(ids, int(id))
+		} else {
+			ids = b.model.appendWord(ids, w)
+		}
+		if flush != nil {
+			ids, stop = flush(ids)
+			stop = !stop
+		}
 	})
 	return ids
 }

@@ -60,6 +60,15 @@ func countPooled(appendIDs func([]int, string) []int, text string) int {
 }
 
 func (t *hfTokenizer) appendIDs(ids []int, text string) []int {
+	return t.appendIDsEach(ids, text, nil)
+}
+
+// appendIDsEach is appendIDs, handing ids to flush, when it is not nil,
+// after each pre-token's ids are appended: flush returns the slice to go
+// on appending to (CountPaced tallies and empties it, and pauses), and
+// whether to go on; once it says no, the rest of the text is only
+// scanned, not encoded.
+func (t *hfTokenizer) appendIDsEach(ids []int, text string, flush func([]int) ([]int, bool)) []int {
 	// Text from a Go string may hold invalid UTF-8, which cannot reach the
 	// Hugging Face library (Python and JSON strings are always valid); it
 	// is encoded as U+FFFD, which is what a server decoding the request
@@ -67,7 +76,17 @@ func (t *hfTokenizer) appendIDs(ids []int, text string) []int {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	word := func(w string) { ids = t.model.appendWord(ids, w) }
+	stop := false
+	word := func(w string) {
+		if stop {
+			return
+		}
+		ids = t.model.appendWord(ids, w)
+		if flush != nil {
+			ids, stop = flush(ids)
+			stop = !stop
+		}
+	}
 	normPiece := func(piece string, id int) {
 		if id >= 0 {
 			ids = append(ids, id)

@@ -126,8 +126,12 @@ type Row struct {
 	seed uint64
 	// text draws what prompts say: seed mixed with the run's nonce for
 	// unique_prompts per_run, seed alone otherwise.
-	text     uint64
-	extra    []byte // the row's body fields, as `"k":v,...` ready to splice in
+	text  uint64
+	extra []byte // the row's body fields, as `"k":v,...` ready to splice in
+	// bodies are the row's request bodies cut where the text and
+	// max_tokens go, non-streamed and streamed (body.go); nil where a
+	// template could not be made.
+	bodies   [2]*bodyTemplate
 	prefixes []string
 	prefixN  int
 	// src holds the prompts of a dataset or trace row, read from its file
@@ -156,6 +160,9 @@ func New(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, non
 // cached.
 func NewTrial(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer, nonce uint64, trial int) (*Row, error) {
 	w := &Row{row: row, api: api, model: model, corpus: corpusFor(tok)}
+	if api == "chat" || api == "completions" {
+		w.bodies = bodyTemplates(api, model)
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", row.Seed, row.ID)
 	w.seed = h.Sum64()
@@ -294,7 +301,14 @@ func (w *Row) tag(seq int64, room int) string {
 		digits = max(2, room/2)
 	}
 	v := splitmix64(w.text + uint64(seq)*0x9e3779b97f4a7c15)
-	return fmt.Sprintf("%016x", v)[:digits] + ": "
+	// The first digits of v's 16 in hex, then ": ", in one allocation.
+	var b [16 + 2]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hexDigits[v&0xf]
+		v >>= 4
+	}
+	b[digits], b[digits+1] = ':', ' '
+	return string(b[:digits+2])
 }
 
 // Prompt is request seq's input: synthetic text of the row's lengths, a
@@ -411,6 +425,9 @@ func (w *Row) Body(p Prompt, stream bool) ([]byte, error) {
 	if metrics.IsPooling(w.api) {
 		return w.pooledBody(p)
 	}
+	if t := w.bodies[b2i(stream)]; t != nil && p.messages == nil && p.text != "" && p.MaxTokens > 0 {
+		return w.spliceInto(t.body(p.text, p.MaxTokens, len(w.extra)+1)), nil // body.go
+	}
 	var b []byte
 	var err error
 	var opts *openai.StreamOptions
@@ -426,16 +443,7 @@ func (w *Row) Body(p Prompt, stream bool) ([]byte, error) {
 		if msgs == nil {
 			msgs = []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: p.text}}
 		}
-		b, err = json.Marshal(openai.ChatCompletionRequest{
-			Model:    w.model,
-			Messages: msgs,
-			// max_tokens, not max_completion_tokens: every engine reads it;
-			// not every engine reads the newer name.
-			//lint:ignore SA1019 deprecated by OpenAI, still what engines read
-			MaxTokens:     p.MaxTokens,
-			Stream:        stream,
-			StreamOptions: opts,
-		})
+		b, err = json.Marshal(chatRequest(w.model, msgs, p.MaxTokens, stream, opts))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -454,6 +462,24 @@ func (w *Row) splice(b []byte) []byte {
 	out = append(out, w.extra...)
 	out = append(out, '}')
 	return out
+}
+
+// spliceInto appends the row's extra body fields to an encoded request
+// that has room for them, in place.
+func (w *Row) spliceInto(b []byte) []byte {
+	if len(w.extra) == 0 {
+		return b
+	}
+	b = append(b[:len(b)-1], ',')
+	b = append(b, w.extra...)
+	return append(b, '}')
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // primeBodies returns one request per prefix, for warm prefixes: sent before
