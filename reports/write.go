@@ -16,6 +16,7 @@ import (
 
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/charts"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
@@ -69,8 +70,10 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 	}
 	w := &Written{Decision: in.Decision, Input: in}
 	// The files streamed from the records do not need the plots: they
-	// are written beside them, each reading the records on its own.
-	streams := startStreamed(dir, in)
+	// are written beside them, and all of them read each row's records
+	// once (recordFan).
+	fan := newRecordFan(in.Records, in.Summary, 1+streamedFormats(in.Plan.Formats))
+	streams := startStreamed(dir, in, fan)
 	defer streams.wait()
 	add := func(name string, data []byte) error {
 		if err := dir.WriteFile(name, data); err != nil {
@@ -80,7 +83,11 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		return nil
 	}
 	var failed []error
-	plots, err := charts.RenderPlots(in.chartInput())
+	chartIn := in.chartInput()
+	var chartsDone func()
+	chartIn.Records, chartsDone = fan.reader(0)
+	plots, err := charts.RenderPlots(chartIn)
+	chartsDone()
 	if err != nil {
 		failed = append(failed, fmt.Errorf("render plots: %w", err))
 		plots = nil
@@ -180,28 +187,52 @@ type streamed struct {
 // memory and a reader never sees half of one. They are independent of each
 // other and of the plots, so they render while the plots do, on whatever
 // cores there are.
-func startStreamed(dir *rundir.Dir, in *Input) *streamed {
+//
+// Each reads the records through fan, as its readers 1, 2 … in the order
+// of streamedFormats.
+func startStreamed(dir *rundir.Dir, in *Input, fan *recordFan) *streamed {
 	s := &streamed{names: map[string]string{}, errs: map[string]error{}}
 	var mu sync.Mutex
-	start := func(format, name string, render func(io.Writer) error) {
+	reader := 0
+	start := func(format, name string, render func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error) {
 		if !slices.Contains(in.Plan.Formats, format) {
 			return
 		}
+		reader++
+		records, done := fan.reader(reader)
 		s.names[format] = name
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			err := writeStreamedFile(dir, name, render)
+			defer done()
+			err := writeStreamedFile(dir, name, render(records))
 			mu.Lock()
 			s.errs[format] = err
 			mu.Unlock()
 		}()
 	}
-	wb := in.workbookInput()
-	start("xlsx", workbook.ResultsXLSX, func(w io.Writer) error { return workbook.WriteXLSX(w, wb) })
-	ai := *in
-	start("aiperf", AIPerfExport, func(w io.Writer) error { return WriteAIPerf(w, &ai) })
+	start("xlsx", workbook.ResultsXLSX, func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error {
+		wb := in.workbookInput()
+		wb.Records = records
+		return func(w io.Writer) error { return workbook.WriteXLSX(w, wb) }
+	})
+	start("aiperf", AIPerfExport, func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error {
+		ai := *in
+		ai.Records = records
+		return func(w io.Writer) error { return WriteAIPerf(w, &ai) }
+	})
 	return s
+}
+
+// streamedFormats counts the formats startStreamed writes.
+func streamedFormats(formats []string) int {
+	n := 0
+	for _, f := range []string{"xlsx", "aiperf"} {
+		if slices.Contains(formats, f) {
+			n++
+		}
+	}
+	return n
 }
 
 // wait waits for every streamed file.
