@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	imagepng "image/png"
 	"math"
 	"strconv"
 	"strings"
@@ -178,7 +179,7 @@ func (f *figure) render() (p Plot, err error) {
 	img := vgimg.NewWith(vgimg.UseWH(plotWidth, h), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
 	f.draw(draw.New(safeText{img}))
 	var png bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
+	if err := pngEncoder.Encode(&png, img.Image()); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: png: %w", f.name, err)
 	}
 	svg := vgsvg.New(plotWidth, h)
@@ -189,6 +190,11 @@ func (f *figure) render() (p Plot, err error) {
 	}
 	return Plot{Name: f.name, Title: f.title, PNG: png.Bytes(), SVG: svgFonts(sb.Bytes())}, nil
 }
+
+// pngEncoder compresses the PNGs at flate's fastest level. The default
+// level took 2.4 times as long for files 3% smaller, and was a fifth of
+// what a small run's reports cost (issue 16); the pixels are the same.
+var pngEncoder = imagepng.Encoder{CompressionLevel: imagepng.BestSpeed}
 
 // safeText draws every label without control characters or escape
 // sequences (textsafe.TerminalLine). Labels carry row ids and titles from

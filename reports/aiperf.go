@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/infermatrix/infermatrix/metrics"
-	"github.com/infermatrix/infermatrix/rundir"
 )
 
 // AIPerfExport is the per-request export in NVIDIA AIPerf's shape
@@ -114,28 +111,6 @@ func WriteAIPerf(w io.Writer, in *Input) error {
 		}
 	}
 	return bw.Flush()
-}
-
-// writeAIPerfFile streams the export into the run directory: a temporary
-// file renamed into place, so a large run's export is never held in
-// memory, and a reader never sees half of it.
-func writeAIPerfFile(dir *rundir.Dir, in *Input) error {
-	tmp, err := os.CreateTemp(dir.Path, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	werr := WriteAIPerf(tmp, in)
-	perr := tmp.Chmod(0o644)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, perr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir.Path, AIPerfExport)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 // aiperfFromRecord converts one record.

@@ -1,16 +1,22 @@
 package reports
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/infermatrix/infermatrix/verdict"
 	"github.com/infermatrix/infermatrix/workbook"
 
 	"github.com/infermatrix/infermatrix/analysis"
 	"github.com/infermatrix/infermatrix/charts"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 )
 
@@ -63,6 +69,12 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
 	}
 	w := &Written{Decision: in.Decision, Input: in}
+	// The files streamed from the records do not need the plots: they
+	// are written beside them, and all of them read each row's records
+	// once (recordFan).
+	fan := newRecordFan(in.Records, in.Summary, 1+streamedFormats(in.Plan.Formats))
+	streams := startStreamed(dir, in, fan)
+	defer streams.wait()
 	add := func(name string, data []byte) error {
 		if err := dir.WriteFile(name, data); err != nil {
 			return err
@@ -71,7 +83,11 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		return nil
 	}
 	var failed []error
-	plots, err := charts.RenderPlots(in.chartInput())
+	chartIn := in.chartInput()
+	var chartsDone func()
+	chartIn.Records, chartsDone = fan.reader(0)
+	plots, err := charts.RenderPlots(chartIn)
+	chartsDone()
 	if err != nil {
 		failed = append(failed, fmt.Errorf("render plots: %w", err))
 		plots = nil
@@ -117,15 +133,15 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 			name, err = SummaryCSV, writeCSV(&b, in.Summary, in.Decision, in.Plan)
 		case "html":
 			name, err = ReportHTML, WriteHTML(&b, in, plots)
-		case "xlsx":
-			name, err = workbook.ResultsXLSX, workbook.WriteXLSX(&b, in.workbookInput())
-		case "aiperf":
-			// Streamed to the file: it holds every request.
-			if err := writeAIPerfFile(dir, in); err != nil {
-				failed = append(failed, fmt.Errorf("render %s: %w", AIPerfExport, err))
+		case "xlsx", "aiperf":
+			// Streamed to the file (startStreamed): they hold every
+			// request.
+			name, err := streams.result(f)
+			if err != nil {
+				failed = append(failed, fmt.Errorf("render %s: %w", name, err))
 				continue
 			}
-			w.Files = append(w.Files, AIPerfExport)
+			w.Files = append(w.Files, name)
 			continue
 		default:
 			w.Unsupported = append(w.Unsupported, f)
@@ -155,4 +171,101 @@ func (in *Input) chartInput() *charts.Input {
 func (in *Input) workbookInput() *workbook.Input {
 	return &workbook.Input{Plan: in.Plan, Manifest: in.Manifest, Summary: in.Summary, Decision: in.Decision,
 		Analysis: in.Analysis, Records: in.Records, JudgedBy: in.JudgedBy, Baseline: in.Baseline}
+}
+
+// streamed holds the files Write streams from the records, each written by
+// a goroutine of its own, by format.
+type streamed struct {
+	wg    sync.WaitGroup
+	names map[string]string
+	errs  map[string]error
+}
+
+// startStreamed starts writing the record-sized files the plan asks for:
+// results.xlsx and profile_export.jsonl. Each goes through a temporary
+// file renamed into place, so a million-request run's is never held in
+// memory and a reader never sees half of one. They are independent of each
+// other and of the plots, so they render while the plots do, on whatever
+// cores there are.
+//
+// Each reads the records through fan, as its readers 1, 2 … in the order
+// of streamedFormats.
+func startStreamed(dir *rundir.Dir, in *Input, fan *recordFan) *streamed {
+	s := &streamed{names: map[string]string{}, errs: map[string]error{}}
+	var mu sync.Mutex
+	reader := 0
+	start := func(format, name string, render func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error) {
+		if !slices.Contains(in.Plan.Formats, format) {
+			return
+		}
+		reader++
+		records, done := fan.reader(reader)
+		s.names[format] = name
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer done()
+			err := writeStreamedFile(dir, name, render(records))
+			mu.Lock()
+			s.errs[format] = err
+			mu.Unlock()
+		}()
+	}
+	start("xlsx", workbook.ResultsXLSX, func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error {
+		wb := in.workbookInput()
+		wb.Records = records
+		return func(w io.Writer) error { return workbook.WriteXLSX(w, wb) }
+	})
+	start("aiperf", AIPerfExport, func(records func(string, func(*metrics.Record) error) error) func(io.Writer) error {
+		ai := *in
+		ai.Records = records
+		return func(w io.Writer) error { return WriteAIPerf(w, &ai) }
+	})
+	return s
+}
+
+// streamedFormats counts the formats startStreamed writes.
+func streamedFormats(formats []string) int {
+	n := 0
+	for _, f := range []string{"xlsx", "aiperf"} {
+		if slices.Contains(formats, f) {
+			n++
+		}
+	}
+	return n
+}
+
+// wait waits for every streamed file.
+func (s *streamed) wait() { s.wg.Wait() }
+
+// result waits for every streamed file and returns the file name of a
+// format and the error writing it.
+func (s *streamed) result(format string) (string, error) {
+	s.wg.Wait()
+	return s.names[format], s.errs[format]
+}
+
+// writeStreamedFile writes a file of the run directory through render: a
+// temporary file renamed into place.
+func writeStreamedFile(dir *rundir.Dir, name string, render func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(dir.Path, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(tmp, 1<<16)
+	werr := render(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	perr := tmp.Chmod(0o644)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, perr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir.Path, name)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -80,15 +81,23 @@ func WriteXLSX(w io.Writer, in *Input) error {
 	}
 	x := &xlsxWriter{in: in, d: d, f: excelize.NewFile(), styles: map[xlsxStyleKey]int{}, used: map[string]bool{}}
 	defer x.f.Close()
-	x.f.SetZipWriter(func(w io.Writer) excelize.ZipWriter { return newXLSXSortedZip(w) })
+	// excelize writes a workbook into a buffer of its own, the whole
+	// file, and copies that to w: a second copy of a 100 MB file. The
+	// zip writer it is given writes to w instead, and the buffer stays
+	// empty.
+	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return newXLSXSortedZip(w) })
 	steps := []func() error{x.sheets, x.summary, x.acceptance, x.variants, x.predictions, x.telemetry, x.diagnosisSheet, x.charts, x.records, x.metadata, x.properties}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return fmt.Errorf("write xlsx: %w", err)
 		}
 	}
-	if err := x.f.Write(w); err != nil {
+	n, err := x.f.WriteTo(io.Discard)
+	if err != nil {
 		return fmt.Errorf("write xlsx: %w", err)
+	}
+	if n != 0 {
+		return fmt.Errorf("write xlsx: excelize wrote %d bytes past the zip writer", n)
 	}
 	return nil
 }
@@ -1317,10 +1326,15 @@ func (x *xlsxWriter) properties() error {
 //
 // Each part is compressed as excelize writes it and kept until Close; one
 // compressor serves every part, since excelize finishes a part before it
-// starts the next (as archive/zip requires).
+// starts the next (as archive/zip requires). The compressed parts are kept
+// in a spool (xlsxSpool) that moves to a temporary file once it outgrows
+// xlsxSpoolMemory: a million-request sheet compresses to about 100 MB,
+// which would otherwise be held whole until the last part is written.
 type xlsxSortedZip struct {
 	w     *zip.Writer
+	out   *xlsxZip64Patch
 	fw    *flate.Writer
+	spool xlsxSpool
 	parts []*xlsxZipPart
 	cur   *xlsxZipPart
 }
@@ -1334,10 +1348,11 @@ const xlsxContentTypes = "[Content_Types].xml"
 
 type xlsxZipPart struct {
 	name string
-	data bytes.Buffer // compressed
-	crc  uint32
-	size uint64
-	fw   *flate.Writer
+	// off and n locate the part's compressed bytes in the spool.
+	off, n int64
+	crc    uint32
+	size   uint64
+	fw     *flate.Writer
 	// raw holds a part that is rewritten before it is compressed.
 	raw *bytes.Buffer
 }
@@ -1351,22 +1366,51 @@ func (p *xlsxZipPart) Write(b []byte) (int, error) {
 	return p.fw.Write(b)
 }
 
-func newXLSXSortedZip(w io.Writer) *xlsxSortedZip { return &xlsxSortedZip{w: zip.NewWriter(w)} }
+func newXLSXSortedZip(w io.Writer) *xlsxSortedZip {
+	out := &xlsxZip64Patch{w: w}
+	return &xlsxSortedZip{w: zip.NewWriter(out), out: out}
+}
+
+// xlsxZip64Patch sets the version a reader needs in the local header of a
+// part over 4 GiB to 4.5 (ZIP64), as it is in the part's directory entry:
+// archive/zip writes 2.0 there, and Excel calls such a file corrupt.
+// excelize patches its own buffer for that; this writer patches the header
+// as it passes, since the workbook no longer goes through that buffer.
+type xlsxZip64Patch struct {
+	w       io.Writer
+	written int64
+	// patch is written over the bytes from offset at on.
+	at    int64
+	patch []byte
+}
+
+func (p *xlsxZip64Patch) Write(b []byte) (int, error) {
+	if len(p.patch) > 0 && p.at < p.written+int64(len(b)) {
+		b = slices.Clone(b)
+		for len(p.patch) > 0 && p.at < p.written+int64(len(b)) {
+			b[p.at-p.written] = p.patch[0]
+			p.patch, p.at = p.patch[1:], p.at+1
+		}
+	}
+	n, err := p.w.Write(b)
+	p.written += int64(n)
+	return n, err
+}
 
 // Create starts a part.
 func (z *xlsxSortedZip) Create(name string) (io.Writer, error) {
 	if err := z.finish(); err != nil {
 		return nil, err
 	}
-	p := &xlsxZipPart{name: name}
+	p := &xlsxZipPart{name: name, off: z.spool.size}
 	if z.fw == nil {
-		fw, err := flate.NewWriter(&p.data, xlsxFlateLevel)
+		fw, err := flate.NewWriter(&z.spool, xlsxFlateLevel)
 		if err != nil {
 			return nil, err
 		}
 		z.fw = fw
 	} else {
-		z.fw.Reset(&p.data)
+		z.fw.Reset(&z.spool)
 	}
 	p.fw = z.fw
 	if name == xlsxContentTypes {
@@ -1391,7 +1435,11 @@ func (z *xlsxSortedZip) finish() error {
 		}
 	}
 	z.cur, p.fw = nil, nil
-	return z.fw.Close()
+	if err := z.fw.Close(); err != nil {
+		return err
+	}
+	p.n = z.spool.size - p.off
+	return z.spool.err
 }
 
 // xlsxDefaultType matches a Default element of [Content_Types].xml: the
@@ -1425,25 +1473,95 @@ func (z *xlsxSortedZip) AddFS(fs.FS) error {
 
 // Close writes the parts in name order and the zip's directory.
 func (z *xlsxSortedZip) Close() error {
+	defer z.spool.close()
 	if err := z.finish(); err != nil {
 		return err
 	}
 	sort.Slice(z.parts, func(i, j int) bool { return z.parts[i].name < z.parts[j].name })
 	for _, p := range z.parts {
+		if p.size > math.MaxUint32 {
+			// The local header starts at the next byte out.
+			if err := z.w.Flush(); err != nil {
+				return err
+			}
+			// The version needed to extract, little-endian.
+			z.out.at, z.out.patch = z.out.written+4, []byte{45, 0}
+		}
 		w, err := z.w.CreateRaw(&zip.FileHeader{
 			Name:               p.name,
 			Method:             zip.Deflate,
 			CRC32:              p.crc,
-			CompressedSize64:   uint64(p.data.Len()),
+			CompressedSize64:   uint64(p.n),
 			UncompressedSize64: p.size,
 		})
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(p.data.Bytes()); err != nil {
+		if err := z.spool.copyTo(w, p.off, p.n); err != nil {
 			return err
 		}
-		p.data = bytes.Buffer{} // written: let it go
 	}
 	return z.w.Close()
+}
+
+// xlsxSpoolMemory is how many compressed bytes the spool holds in memory
+// before it moves them to a temporary file. A workbook of a few thousand
+// requests stays in memory; a million-request one does not.
+var xlsxSpoolMemory int64 = 16 << 20
+
+// xlsxSpool is an append-only store of the compressed parts: a buffer, then
+// a temporary file once it holds more than xlsxSpoolMemory. The first
+// error sticks and is reported by the part that caused it.
+type xlsxSpool struct {
+	mem  bytes.Buffer
+	file *os.File
+	size int64
+	err  error
+}
+
+func (s *xlsxSpool) Write(b []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.file == nil && s.size+int64(len(b)) > xlsxSpoolMemory {
+		f, err := os.CreateTemp("", "infermatrix-xlsx-*")
+		if err != nil {
+			s.err = fmt.Errorf("spool the workbook: %w", err)
+			return 0, s.err
+		}
+		s.file = f
+		if _, err := f.Write(s.mem.Bytes()); err != nil {
+			s.err = fmt.Errorf("spool the workbook: %w", err)
+			return 0, s.err
+		}
+		s.mem = bytes.Buffer{}
+	}
+	var n int
+	if s.file != nil {
+		n, s.err = s.file.Write(b)
+	} else {
+		n, _ = s.mem.Write(b)
+	}
+	s.size += int64(n)
+	return n, s.err
+}
+
+// copyTo writes n bytes of the spool from off to w.
+func (s *xlsxSpool) copyTo(w io.Writer, off, n int64) error {
+	if s.file == nil {
+		_, err := w.Write(s.mem.Bytes()[off : off+n])
+		return err
+	}
+	_, err := io.Copy(w, io.NewSectionReader(s.file, off, n))
+	return err
+}
+
+// close removes the temporary file, if there is one.
+func (s *xlsxSpool) close() {
+	if s.file != nil {
+		s.file.Close()
+		os.Remove(s.file.Name())
+		s.file = nil
+	}
+	s.mem = bytes.Buffer{}
 }
