@@ -40,8 +40,10 @@ import (
 // row's end would hold every huge text until then and delay the row's
 // records past live progress and a second Ctrl-C. If the request's context
 // ends while the count waits (the run interrupted past its grace period,
-// or the request's timeout), the count is abandoned and the record says
-// so (Tokens.Uncounted): its client count is absent, never a silent 0.
+// or the request's timeout), or had ended already (a request cut off by
+// its timeout or a cancellation, whose partial text is all there is), the
+// count is abandoned and the record says so (Tokens.Uncounted): its client
+// count is absent, never a silent 0.
 const (
 	// offPathCount is the output size from which counting leaves the
 	// request's goroutine: below it a count takes under about 2 ms, less
