@@ -174,8 +174,8 @@ type Tokens struct {
 	Client    int  `json:"client"`           // the client tokenizer's count of what was sent or received
 	// Uncounted says Client is absent, not zero: the client's count of a
 	// huge output, taken off the request's path (protocol/outcount.go),
-	// was abandoned because the request's context ended first (the run
-	// interrupted past its grace period, or the request's timeout).
+	// was abandoned because the request was cancelled first (the run
+	// interrupted past its grace period, or the row's cancel setting).
 	Uncounted bool `json:"uncounted,omitempty"`
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -38,10 +39,13 @@ import (
 // as events arrive still counts a 1 MiB event in one burst on the request's
 // goroutine, right when the next events are due; counting lazily at the
 // row's end would hold every huge text until then and delay the row's
-// records past live progress and a second Ctrl-C. If the request's context
-// ends while the count waits (the run interrupted past its grace period,
-// or the request's timeout), the count is abandoned and the record says
-// so (Tokens.Uncounted): its client count is absent, never a silent 0.
+// records past live progress and a second Ctrl-C. If the request is
+// cancelled, before or while its count waits (the run interrupted past its
+// grace period, or the row's deliberate cancellations), the count is
+// abandoned, so that an interrupted run does not wait on counts one after
+// another, and the record says so (Tokens.Uncounted): its client count is
+// absent, never a silent 0. A request's timeout ends the request, not the
+// run, and its count is waited for.
 const (
 	// offPathCount is the output size from which counting leaves the
 	// request's goroutine: below it a count takes under about 2 ms, less
@@ -100,6 +104,12 @@ func (c *Client) countText(ctx context.Context, rec *metrics.Record, text string
 		select {
 		case o = <-done: // finished as the context ended
 		default:
+			if errors.Is(context.Cause(ctx), ErrRequestTimeout) {
+				// A timeout ends the request, not the run: the count
+				// is still worth its wait.
+				o = <-done
+				break
+			}
 			stop.Store(true)
 		}
 	}

@@ -145,30 +145,49 @@ func slicesEqual(a, b []int32) bool {
 	return true
 }
 
-// TestHugeOutputCountAbandonedWhenTheRequestEnds: when the request's
-// context ends (the run interrupted past its grace period) while its
-// output is being counted, the record is given back without waiting, its
-// client count marked absent rather than a silent 0.
+// TestHugeOutputCountAbandonedWhenTheRequestEnds: when the request is
+// cancelled (the run interrupted past its grace period) while its output
+// is being counted, the record is given back without waiting, its client
+// count marked absent rather than a silent 0. A timeout ends only the
+// request, and its count is waited for.
 func TestHugeOutputCountAbandonedWhenTheRequestEnds(t *testing.T) {
-	c := testClient(t, "chat")
-	spy := &spyTok{Tokenizer: c.Tok, on: map[string]int{}, started: make(chan struct{}), hold: make(chan struct{})}
-	defer close(spy.hold)
-	c.Tok = spy
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-spy.started
-		cancel()
-	}()
-	body := chatDelta(hugeText(64<<10)) + sse(usage3) + "data: [DONE]\n\n"
-	rec := &metrics.Record{Stream: true}
-	c.readEvents(ctx, strings.NewReader(body), rec, time.Now())
-	if rec.Error != nil {
-		t.Fatalf("the response itself was whole: %+v", rec.Error)
-	}
-	if !rec.OutputTokens.Uncounted || rec.OutputTokens.Client != 0 || rec.EventTokens != nil {
-		t.Errorf("output tokens %+v, event tokens %v: want the client count marked absent", rec.OutputTokens, rec.EventTokens)
-	}
-	if rec.OutputTokens.Count() != 3 {
-		t.Errorf("Count() = %d, want the server's 3", rec.OutputTokens.Count())
+	for _, tc := range []struct {
+		cause     error
+		uncounted bool
+	}{{context.Canceled, true}, {ErrRequestTimeout, false}} {
+		t.Run(tc.cause.Error(), func(t *testing.T) {
+			c := testClient(t, "chat")
+			spy := &spyTok{Tokenizer: c.Tok, on: map[string]int{}, started: make(chan struct{}), hold: make(chan struct{})}
+			c.Tok = spy
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() {
+				<-spy.started
+				cancel(tc.cause)
+				if !tc.uncounted {
+					time.Sleep(10 * time.Millisecond) // the request waits on
+					close(spy.hold)
+				}
+			}()
+			if tc.uncounted {
+				defer close(spy.hold)
+			}
+			text := hugeText(64 << 10)
+			body := chatDelta(text) + sse(usage3) + "data: [DONE]\n\n"
+			rec := &metrics.Record{Stream: true}
+			c.readEvents(ctx, strings.NewReader(body), rec, time.Now())
+			if rec.Error != nil {
+				t.Fatalf("the response itself was whole: %+v", rec.Error)
+			}
+			if tc.uncounted {
+				if !rec.OutputTokens.Uncounted || rec.OutputTokens.Client != 0 || rec.EventTokens != nil {
+					t.Errorf("output tokens %+v, event tokens %v: want the client count marked absent", rec.OutputTokens, rec.EventTokens)
+				}
+			} else if want := spy.Tokenizer.Count(text); rec.OutputTokens.Uncounted || rec.OutputTokens.Client != want {
+				t.Errorf("output tokens %+v: want the client's count %d", rec.OutputTokens, want)
+			}
+			if rec.OutputTokens.Count() != 3 {
+				t.Errorf("Count() = %d, want the server's 3", rec.OutputTokens.Count())
+			}
+		})
 	}
 }
