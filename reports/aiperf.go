@@ -162,9 +162,21 @@ func aiperfFromRecord(r *metrics.Record, session int) aiperfRecord {
 	if isl := r.InputTokens.Client; isl > 0 {
 		out.Metrics["input_sequence_length"] = tokens(isl)
 	}
-	osl := r.OutputTokens.Client
-	out.Metrics["output_sequence_length"] = tokens(osl)
-	out.Metrics["output_token_count"] = tokens(osl)
+	// A record whose output the client could not count (the request
+	// ended while a huge output was being counted) takes the server's
+	// count, as the aiperf semantics do; without one the lengths, and the
+	// ITL they divide, are left out rather than written as zero.
+	osl, known := r.OutputTokens.Client, true
+	if r.OutputTokens.Uncounted {
+		known = r.OutputTokens.Server != nil
+		if known {
+			osl = *r.OutputTokens.Server
+		}
+	}
+	if known {
+		out.Metrics["output_sequence_length"] = tokens(osl)
+		out.Metrics["output_token_count"] = tokens(osl)
+	}
 	latency := r.EndToEndNS()
 	out.Metrics["request_latency"] = aiperfValue{ms(latency), "ms"}
 	if !r.Stream {
@@ -184,7 +196,7 @@ func aiperfFromRecord(r *metrics.Record, session int) aiperfRecord {
 		}
 		out.Metrics["inter_chunk_latency"] = aiperfValue{gaps, "ms"}
 	}
-	if r.FirstTokenNS > 0 && osl >= 2 {
+	if known && r.FirstTokenNS > 0 && osl >= 2 {
 		itl := ms(latency-r.FirstTokenNS) / float64(osl-1)
 		out.Metrics["inter_token_latency"] = aiperfValue{itl, "ms"}
 		if itl > 0 {

@@ -147,3 +147,32 @@ func TestAIPerfExport(t *testing.T) {
 	near("cancelled code", got[3]["error"].(map[string]any)["code"], 499)
 	near("session_num", md["session_num"], 3)
 }
+
+// TestAIPerfExportUncountedOutput: a record whose output the client could
+// not count (the request ended while a huge output was being counted)
+// exports the server's count, or no length at all, never a zero that
+// AIPerf would average in.
+func TestAIPerfExportUncountedOutput(t *testing.T) {
+	base := metrics.Record{ID: "r", Row: "a", Stream: true, EndNS: 100_000_000, Status: 200,
+		FirstTokenNS: 10_000_000, Events: []int64{10_000_000, 100_000_000}}
+	withServer := base
+	withServer.OutputTokens = metrics.Tokens{Requested: 5000, Server: intp(5000), Uncounted: true}
+	m := aiperfFromRecord(&withServer, 0).Metrics
+	if v, ok := m["output_sequence_length"]; !ok || fmt.Sprint(v.Value) != "5000" {
+		t.Errorf("output_sequence_length = %+v; want the server's 5000", m["output_sequence_length"])
+	}
+	if _, ok := m["inter_token_latency"]; !ok {
+		t.Error("inter_token_latency missing although the server counted the output")
+	}
+	alone := base
+	alone.OutputTokens = metrics.Tokens{Requested: 5000, Uncounted: true}
+	m = aiperfFromRecord(&alone, 0).Metrics
+	for _, k := range []string{"output_sequence_length", "output_token_count", "inter_token_latency", "output_token_throughput_per_user"} {
+		if v, ok := m[k]; ok {
+			t.Errorf("%s = %+v for an output nobody counted; want it left out", k, v)
+		}
+	}
+	if _, ok := m["request_latency"]; !ok {
+		t.Error("request_latency missing: only the lengths are unknown")
+	}
+}
