@@ -36,7 +36,8 @@ func holds(sc metrics.SelfCheck) (bool, float64) {
 // seconds after 200 warmup requests. It prints every step and reports the
 // highest rate held as sustained-req/s: a figure of the machine and the
 // client together, for comparing the client's versions on one machine,
-// and a ceiling to keep real runs below. Bounded to about a minute.
+// and a ceiling to keep real runs below; 0 when not even 500 req/s held.
+// Bounded to about a minute.
 func BenchmarkPoissonCapacity(b *testing.B) {
 	url, _ := serverProcess(b, cheapServer, "")
 	const stepSeconds = 2
