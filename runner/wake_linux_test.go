@@ -8,6 +8,27 @@ import (
 	"time"
 )
 
+// TestPacerHasTimerfd: on Linux the pacer must get its timerfd, in the
+// runtime's poller (newNetpollWake checks that the poller took it), or
+// its wakes fall back to whole milliseconds without a word; and a sleep
+// with it armed ends at its deadline, not before.
+func TestPacerHasTimerfd(t *testing.T) {
+	p := newPacer()
+	defer p.close()
+	if p.wake == nil {
+		t.Fatal("no timerfd: the pacer would wake in whole milliseconds")
+	}
+	for range 20 {
+		due := time.Now().Add(300 * time.Microsecond)
+		if !p.sleepUntil(context.Background(), nil, due) {
+			t.Fatal("sleepUntil gave up without being stopped")
+		}
+		if now := time.Now(); now.Before(due) {
+			t.Fatalf("woke %v before the deadline", due.Sub(now))
+		}
+	}
+}
+
 // BenchmarkPacerWake measures how late the pacer wakes for deadlines
 // 50 µs to 1.5 ms away in an otherwise idle process, on its timer alone
 // and with the timerfd that wakes the runtime's poller (netpollWake).
