@@ -951,7 +951,9 @@ func (a *Aggregator) tokenCheck() TokenCheck {
 // The client is flagged as the possible bottleneck when its p99 dispatch
 // lag exceeds 1 ms or a tenth of the mean gap between arrivals, whichever
 // is larger (below that, lateness is small beside the arrival process
-// itself), or when its process used CPUSaturation of its cores or more.
+// itself), when it dispatched at a rate short of the schedule's
+// (DispatchShortfall), or when its process used CPUSaturation of its
+// cores or more.
 func (a *Aggregator) selfCheck() SelfCheck {
 	c := SelfCheck{DispatchLag: a.dist("dispatch_lag_ms", &a.lag, a.opts.Percentiles)}
 	a.clientLoad(&c)
@@ -981,8 +983,42 @@ func (a *Aggregator) selfCheck() SelfCheck {
 		c.Notes = append(c.Notes, fmt.Sprintf(
 			"the client fell behind its dispatch schedule: p99 dispatch lag %.1f ms (limit %.1f ms); dispatched at %.3g req/s against %.3g scheduled",
 			c.DispatchLag.P99, limit, c.AchievedRate, c.ScheduledRate))
+	} else if short, behind := c.DispatchShortfall(); behind {
+		c.ClientBound = true
+		c.Notes = append(c.Notes, fmt.Sprintf(
+			"the client could not carry the schedule's rate: it dispatched at %.4g req/s against %.4g scheduled (%.1f%% short, limit %g%%)",
+			c.AchievedRate, c.ScheduledRate, 100*short, 100*DispatchRateShortfall))
 	}
 	return c
+}
+
+// DispatchRateShortfall is how far below its schedule's rate an open-loop
+// row may dispatch before the client is said to fall behind it. Sampling
+// error plays no part here (both rates are of the same drawn schedule), so
+// what remains is the client's own pace: a client that cannot carry the
+// rate lags further with every request, and its dispatched rate falls
+// short of the schedule's while its p99 lag may still look modest (the
+// requests late by a second are under a percent of a long row's).
+const DispatchRateShortfall = 0.01
+
+// DispatchShortfall is the fraction by which the dispatched rate fell
+// short of the schedule's (0 when it did not), and whether it counts as
+// falling behind: more than DispatchRateShortfall short, and by more time
+// over the row than the lag limit, so that on a short row one request
+// late by less than the p99 limit allows cannot fail it on its own.
+func (c SelfCheck) DispatchShortfall() (short float64, behind bool) {
+	n := float64(c.DispatchLag.Count - 1)
+	if n <= 0 || c.ScheduledRate <= 0 || c.AchievedRate <= 0 || c.AchievedRate >= c.ScheduledRate {
+		return 0, false
+	}
+	short = 1 - c.AchievedRate/c.ScheduledRate
+	rate := c.RequestedRate
+	if rate <= 0 {
+		rate = c.ScheduledRate
+	}
+	// The dispatch span's excess over the schedule's, in ms.
+	lateMS := 1000 * n * (1/c.AchievedRate - 1/c.ScheduledRate)
+	return short, short > DispatchRateShortfall && lateMS > DispatchLagLimitMS(rate)
 }
 
 // DispatchLagLimitMS is the p99 dispatch lag, in ms, beyond which an

@@ -510,6 +510,8 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 	}
 	pace := newPacer()
 	defer pace.close()
+	disp := newDispatchers()
+	defer disp.close()
 	// Requests are built ahead of their time by a goroutine of their
 	// own: building one (a prompt cut and counted, a JSON body) can take
 	// longer than the gap between two Poisson arrivals at thousands per
@@ -622,13 +624,13 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			cl.Rec.QueueNS = time.Since(q).Nanoseconds()
 		}
 		wg.Add(1)
-		go func() {
+		disp.run(func() {
 			defer wg.Done()
 			if slots != nil {
 				defer func() { <-slots }()
 			}
 			rr.fire(inflight, cl)
-		}()
+		})
 	}
 }
 

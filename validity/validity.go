@@ -190,10 +190,16 @@ func check(in Input, part int) Verdict {
 			rate = sc.ScheduledRate
 		}
 		limit := metrics.DispatchLagLimitMS(rate)
-		if sc.DispatchLag.P99 > limit {
+		short, behind := sc.DispatchShortfall()
+		switch {
+		case sc.DispatchLag.P99 > limit:
 			fail(DispatchLag, "run the client on a quieter machine, or lower the rate; a trace can be replayed with a smaller speedup",
-				"requests left the client late: p99 dispatch lag %s ms (limit %s ms, the larger of 1 ms and a tenth of the mean gap between arrivals)",
-				num(sc.DispatchLag.P99), num(limit))
+				"requests left the client late: p99 dispatch lag %s ms (limit %s ms, the larger of 1 ms and a tenth of the mean gap between arrivals)%s",
+				num(sc.DispatchLag.P99), num(limit), howFar(sc))
+		case behind:
+			fail(DispatchLag, "the client cannot carry this rate on this machine: lower the rate, give the client more or quieter cores, or split the load over several client processes (run --shard); a trace can be replayed with a smaller speedup",
+				"the client fell behind its schedule: it dispatched %s%% short of the schedule's rate (limit %s%%)%s",
+				num(100*short), trimFloat(100*metrics.DispatchRateShortfall), howFar(sc))
 		}
 	}
 	if sc.TimerLatenessP99MS > 0 {
@@ -278,6 +284,16 @@ func check(in Input, part int) Verdict {
 	// A merged row: its shards' own live checks, and their alignment.
 	checkMerged(row, rs.Merged, cfg, fail, note)
 	return v
+}
+
+// howFar says how far the client got with its schedule: the rate its
+// requests left at against the schedule's.
+func howFar(sc metrics.SelfCheck) string {
+	if sc.ScheduledRate <= 0 || sc.AchievedRate <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; it dispatched %s req/s against the schedule's %s req/s (%s%% of it)",
+		num(sc.AchievedRate), num(sc.ScheduledRate), num(100*sc.AchievedRate/sc.ScheduledRate))
 }
 
 // checkSamples checks the samples behind every percentile a rule judges.
