@@ -23,6 +23,9 @@ type measured struct {
 	hasIn   bool // the input count this semantics reads was recorded
 	tpot    float64
 	hasTPOT bool
+	// noOut: the output was counted by no one (Tokens.Uncounted and no
+	// usage), so out is unknown, not zero.
+	noOut bool
 	// fallback is set when a vLLM figure had to be taken at text events
 	// because the record lacks choice-chunk stamps.
 	fallback bool
@@ -62,6 +65,10 @@ func measure(sem, api string, r *Record) measured {
 		// the server's usage (--use-server-token-count).
 		v.in, v.hasIn = r.InputTokens.Client, r.InputTokens.Client > 0
 		v.out = clientOut(r)
+	}
+	if r.OutputTokens.Uncounted && r.OutputTokens.Server == nil {
+		v.noOut = true
+		return v
 	}
 	// TPOT, and AIPerf's inter_token_latency, which is the same formula.
 	v.tpot, v.hasTPOT = tpotMS(v.e2e, v.ttft, v.out)

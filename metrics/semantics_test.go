@@ -219,3 +219,33 @@ func TestUncountedClientCountIsNotZero(t *testing.T) {
 		t.Errorf("aiperf with a client count: output %d; want the client's 9", v.out)
 	}
 }
+
+// TestOutputCountedByNoOneIsLeftOut: a successful request whose output
+// neither the server (no usage) nor the client (its count abandoned)
+// counted adds no zero to output_tokens or the token throughput; the
+// summary says how many such requests there were.
+func TestOutputCountedByNoOneIsLeftOut(t *testing.T) {
+	for _, sem := range []string{SemAIPerf, SemVLLM, SemInfermatrix} {
+		a := NewAggregator(Options{Semantics: sem, API: "chat"})
+		counted := &Record{Stream: true, StartNS: 0, FirstTokenNS: 10e6, LastTokenNS: 90e6, EndNS: 100e6, Status: 200,
+			Events: []int64{10e6, 90e6}, OutputTokens: Tokens{Requested: 8, Client: 8}, InputTokens: Tokens{Client: 4}}
+		lost := &Record{Stream: true, StartNS: 0, FirstTokenNS: 10e6, LastTokenNS: 90e6, EndNS: 100e6, Status: 200,
+			Events: []int64{10e6, 90e6}, OutputTokens: Tokens{Requested: 8, Uncounted: true}, InputTokens: Tokens{Client: 4}}
+		a.Add(counted)
+		a.Add(lost)
+		s := a.Summary("r", "r", RowComplete)
+		if s.Metrics.OutputTokens.Count != 1 || s.Metrics.OutputTokens.Mean != 8 {
+			t.Errorf("%s: output_tokens %+v; want the one counted request's 8", sem, s.Metrics.OutputTokens)
+		}
+		if s.Metrics.TPOT.Count != 1 {
+			t.Errorf("%s: TPOT from %d requests; want 1", sem, s.Metrics.TPOT.Count)
+		}
+		found := false
+		for _, n := range s.SemanticsNotes {
+			found = found || strings.Contains(n, "1 of 2 successful requests have no count of their output")
+		}
+		if !found {
+			t.Errorf("%s: notes %q say nothing of the uncounted output", sem, s.SemanticsNotes)
+		}
+	}
+}

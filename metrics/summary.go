@@ -472,6 +472,10 @@ type Aggregator struct {
 	slices           *slicer
 	inLen, outLen    lengthAcc
 	fallback, noIn   int // requests whose figures the semantics could not take as defined
+	// noOut counts successful requests whose output nobody counted: the
+	// server sent no usage and the client's count of a huge output was
+	// abandoned (Tokens.Uncounted).
+	noOut int
 	streamed, noText int // successful streams, and those of them without any text
 
 	lag                   samples.Column
@@ -644,6 +648,8 @@ func (a *Aggregator) Add(r *Record) {
 		// absent, not a zero that would pull a mixed row's mean down.
 		a.pooled++
 		a.inputs += int64(r.Inputs)
+	} else if v.noOut {
+		a.noOut++
 	} else {
 		a.outSum += int64(v.out)
 		a.out.Add(float64(v.out))
@@ -912,6 +918,9 @@ func (a *Aggregator) semanticsNotes() []string {
 	}
 	if a.noIn > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d successful requests have no client count of their prompt: left out of input_tokens and the token throughputs", a.noIn, a.reqs.Completed))
+	}
+	if a.noOut > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d successful requests have no count of their output (no usage from the server, and the client's count of a huge output was abandoned when the request was cancelled): left out of output_tokens, TPOT and the token throughputs", a.noOut, a.reqs.Completed))
 	}
 	if a.sem == SemAIPerf && a.noText > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d successful streams carried no text: AIPerf would count them as errors; here they stay successes", a.noText, a.streamed))
