@@ -469,13 +469,13 @@ type Aggregator struct {
 	// those requests, which have no output side (Record.Inputs).
 	inputs, pooled int64
 
-	slices           *slicer
-	inLen, outLen    lengthAcc
-	fallback, noIn   int // requests whose figures the semantics could not take as defined
+	slices         *slicer
+	inLen, outLen  lengthAcc
+	fallback, noIn int // requests whose figures the semantics could not take as defined
 	// noOut counts successful requests whose output nobody counted: the
 	// server sent no usage and the client's count of a huge output was
 	// abandoned (Tokens.Uncounted).
-	noOut int
+	noOut            int
 	streamed, noText int // successful streams, and those of them without any text
 
 	lag                   samples.Column
