@@ -27,12 +27,10 @@
 package rundir
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -409,30 +407,7 @@ func (d *Dir) ScanRecords(rowID string, fn func(*metrics.Record) error) (torn in
 		return 0, fmt.Errorf("read records: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if len(b) > 0 {
-			complete := b[len(b)-1] == '\n'
-			var r metrics.Record
-			if jerr := json.Unmarshal(bytes.TrimSpace(b), &r); jerr != nil {
-				if !complete {
-					return line, nil // a torn final write
-				}
-				return 0, fmt.Errorf("read records: %s: line %d is not a record (%w); only the last line can be cut short by a killed run, so the file was edited or damaged",
-					d.RecordsPath(rowID), line, jerr)
-			}
-			if ferr := fn(&r); ferr != nil {
-				return 0, ferr
-			}
-		}
-		if errors.Is(rerr, io.EOF) {
-			return 0, nil
-		}
-		if rerr != nil {
-			return 0, fmt.Errorf("read records: %w", rerr)
-		}
-	}
+	return scanRecords(f, d.RecordsPath(rowID), fn) // scan.go
 }
 
 // RecordWriter appends records to a row's requests.jsonl.

@@ -66,7 +66,8 @@ const xlsxMaxSheetName = excelize.MaxSheetNameLength
 // The request sheets are streamed from in.Records through excelize's
 // StreamWriter, which spills to a temporary file past 16 MB, so a
 // million-request row is never in memory as records or as cells. The
-// finished file is assembled in memory, compressed.
+// compressed parts are spooled the same way (xlsxSpool) and written to w
+// at the end, in name order; the file is never held whole.
 //
 // The same input gives a byte-identical file: the document's times come
 // from the manifest, never the clock, and the zip's parts are written in
