@@ -71,21 +71,17 @@ func (s *Store) open() error {
 
 // appendFloats writes vs at the end of the file and returns where.
 func (s *Store) appendFloats(vs []float64) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.open(); err != nil {
-		return 0, err
-	}
-	b := s.scratch[:0]
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
-	s.scratch = b[:0]
-	return s.appendLocked(b)
+	return appendWords(s, vs, math.Float64bits)
 }
 
 // appendInts writes vs at the end of the file and returns where.
 func (s *Store) appendInts(vs []int64) (int64, error) {
+	return appendWords(s, vs, func(v int64) uint64 { return uint64(v) })
+}
+
+// appendWords writes vs, each as the 8 little-endian bytes of word(v), at
+// the end of s's file and returns where.
+func appendWords[T any](s *Store, vs []T, word func(T) uint64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.open(); err != nil {
@@ -93,7 +89,7 @@ func (s *Store) appendInts(vs []int64) (int64, error) {
 	}
 	b := s.scratch[:0]
 	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		b = binary.LittleEndian.AppendUint64(b, word(v))
 	}
 	s.scratch = b[:0]
 	return s.appendLocked(b)
