@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/infermatrix/infermatrix/internal/cheapsse"
@@ -309,9 +308,8 @@ func BenchmarkMillionRequests(b *testing.B) {
 		rs := runRowAgainst(b, url, fmt.Sprintf(`{id: m, requests: %d, concurrency: 64, input_tokens: 8, output_tokens: 2, body: {ignore_eos: true}}`, n))
 		b.ReportMetric(rs.Throughput.RequestsPerS, "req/s")
 	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MB")
+	if mb, ok := peakRSSMB(); ok {
+		b.ReportMetric(mb, "peak-rss-MB")
 	}
 	b.ReportMetric(float64(n), "requests")
 }
