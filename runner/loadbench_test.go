@@ -143,9 +143,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 			requests := 16 * users
 			var drain, ours float64
 			for b.Loop() {
-				hc := protocol.NewHTTPClient(users)
-				d, err := cheapsse.DrainThroughput(hc, url, users, requests, out)
-				hc.CloseIdleConnections()
+				d, err := cheapsse.DrainThroughput(url, users, requests, out)
 				if err != nil {
 					b.Fatal(err)
 				}

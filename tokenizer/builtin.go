@@ -211,7 +211,6 @@ func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
 			start[b]++
 		}
 	}
-	parts = nil
 	for _, p := range sorted {
 		m.merges.put(p.key, merge{rank: p.id, id: p.id})
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/infermatrix/infermatrix/internal/cheapsse"
 	"github.com/infermatrix/infermatrix/metrics"
-	"github.com/infermatrix/infermatrix/protocol"
 )
 
 // cheapEnv makes the test binary serve internal/cheapsse instead of
@@ -61,22 +60,14 @@ rows:
 			var drain, cli, wall float64
 			i := 0
 			for b.Loop() {
-				hc := protocol.NewHTTPClient(users)
-				d, err := cheapsse.DrainThroughput(hc, url, users, requests, out)
-				hc.CloseIdleConnections()
+				d, err := cheapsse.DrainThroughput(url, users, requests, out)
 				if err != nil {
 					b.Fatal(err)
 				}
 				drain += d
 				i++
 				run := filepath.Join(dir, fmt.Sprintf("run-%d", i))
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join([]string{"run", exp, "--out", run, "--progress", "lines"}, "\x1f"))
-				start := time.Now()
-				if outb, err := cmd.CombinedOutput(); err != nil && cmd.ProcessState.ExitCode() != exitInconclusive {
-					b.Fatalf("infermatrix run: %v\n%s", err, outb)
-				}
-				took := time.Since(start)
+				_, took, _ := cliProcess(b, "run", exp, "--out", run, "--progress", "lines")
 				var sum metrics.Summary
 				raw, err := os.ReadFile(filepath.Join(run, "summary.json"))
 				if err != nil {
@@ -99,4 +90,20 @@ rows:
 			b.ReportMetric(cli/drain, "ratio")
 		})
 	}
+}
+
+// cliProcess runs an infermatrix command line as a process of its own (the
+// test binary, see TestMain) and returns its state, wall time and when it
+// ended; a run that is neither a verdict nor inconclusive fails b.
+func cliProcess(b *testing.B, args ...string) (state *os.ProcessState, took time.Duration, ended time.Time) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, "\x1f"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	ended = time.Now()
+	if err != nil && cmd.ProcessState.ExitCode() != exitInconclusive {
+		b.Fatalf("infermatrix %s: %v\n%s", args[0], err, out)
+	}
+	return cmd.ProcessState, ended.Sub(start), ended
 }

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -92,20 +90,14 @@ report:
 }
 
 // benchProcess runs an infermatrix command line as a process of its own
-// and returns its peak RSS in MB, its wall time and when it ended.
+// (cliProcess) and returns its peak RSS in MB, its wall time and when it
+// ended.
 func benchProcess(b *testing.B, args ...string) (peakMB float64, took time.Duration, ended time.Time) {
 	b.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, "\x1f"))
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	ended = time.Now()
-	if err != nil && cmd.ProcessState.ExitCode() != exitInconclusive {
-		b.Fatalf("infermatrix %s: %v\n%s", args[0], err, out)
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	state, took, ended := cliProcess(b, args...)
+	ru, ok := state.SysUsage().(*syscall.Rusage)
 	if !ok {
 		b.Fatal("no resource usage for the process")
 	}
-	return float64(ru.Maxrss) / 1024, ended.Sub(start), ended // Maxrss is in KiB on Linux
+	return float64(ru.Maxrss) / 1024, took, ended // Maxrss is in KiB on Linux
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/infermatrix/infermatrix/protocol"
 )
 
 // Stamps is what the raw drain client saw of one response.
@@ -61,10 +63,14 @@ func StreamBody(outTokens int) []byte {
 	return fmt.Appendf(nil, `{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`, outTokens)
 }
 
-// DrainThroughput runs users raw drain clients through hc, each sending
-// requests back to back, and returns output tokens per second; the first
-// error stops it.
-func DrainThroughput(hc *http.Client, url string, users, requests, outTokens int) (float64, error) {
+// DrainThroughput runs users raw drain clients, each sending requests back
+// to back, and returns output tokens per second; the first error stops it.
+// They share an HTTP client made as the runner makes its own
+// (protocol.NewHTTPClient), so the two differ only in what they do with
+// the stream.
+func DrainThroughput(url string, users, requests, outTokens int) (float64, error) {
+	hc := protocol.NewHTTPClient(users)
+	defer hc.CloseIdleConnections()
 	body := StreamBody(outTokens)
 	var next sync.Mutex
 	left := requests
