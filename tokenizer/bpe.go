@@ -12,8 +12,10 @@ type bpe struct {
 	// byteID is the id of each single byte, -1 where the vocabulary lacks it.
 	byteID [256]int32
 	// merges maps a pair of ids to the merge's rank and the id of the
-	// merged token.
+	// merged token. A tiktoken rank file has no merge list: joins stands
+	// in for it (see builtin and mergeJoins).
 	merges mergeTable
+	joins  *tokenTable
 	// vocab maps raw-byte tokens to ids; it is only consulted for
 	// ignoreMerges.
 	vocab map[string]int32
@@ -123,8 +125,9 @@ type symbol struct {
 	gone       bool
 }
 
-// candidate is a possible merge of the symbol at pos with the one after it.
-type candidate struct{ rank, pos, id int32 }
+// candidate is a possible merge of the symbol at pos with the one after it
+// into id, whose bytes are n long (n is only set by mergeJoins).
+type candidate struct{ rank, pos, id, n int32 }
 
 // less orders candidates by rank, then leftmost first: the order in which
 // Hugging Face's BinaryHeap pops them.
@@ -135,16 +138,25 @@ func (c candidate) less(d candidate) bool {
 type mergeScratch struct {
 	syms []symbol
 	heap []candidate
+	hs   []uint64 // mergeJoins' hashes
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(mergeScratch) }}
 
-// merge runs BPE over the bytes of word and appends the resulting ids. It is
-// a port of Hugging Face's Word::merge_all: a min-heap of candidate merges
-// keyed by (rank, position); stale candidates, whose pair has since changed,
-// are skipped when popped. That gives O(n log n) on long pre-tokens (a CJK
-// sentence without spaces is a single pre-token of hundreds of bytes).
+// merge runs BPE over the bytes of word and appends the resulting ids.
 func (m *bpe) merge(dst []int, word string) []int {
+	if m.joins != nil {
+		return m.mergeJoins(dst, word)
+	}
+	return m.mergeList(dst, word)
+}
+
+// mergeList is merge with a merge list. It is a port of Hugging Face's
+// Word::merge_all: a min-heap of candidate merges keyed by (rank,
+// position); stale candidates, whose pair has since changed, are skipped
+// when popped. That gives O(n log n) on long pre-tokens (a CJK
+// sentence without spaces is a single pre-token of hundreds of bytes).
+func (m *bpe) mergeList(dst []int, word string) []int {
 	sc := scratchPool.Get().(*mergeScratch)
 	defer scratchPool.Put(sc)
 
@@ -172,7 +184,7 @@ func (m *bpe) merge(dst []int, word string) []int {
 	h := sc.heap[:0]
 	for i := 0; i+1 < len(syms); i++ {
 		if mg, ok := m.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
-			h = heapPush(h, candidate{mg.rank, int32(i), mg.id})
+			h = heapPush(h, candidate{mg.rank, int32(i), mg.id, 0})
 		}
 	}
 	for len(h) > 0 {
@@ -194,12 +206,12 @@ func (m *bpe) merge(dst []int, word string) []int {
 		}
 		if cur.prev >= 0 {
 			if mg, ok := m.merges.get(pairKey(syms[cur.prev].id, cur.id)); ok {
-				h = heapPush(h, candidate{mg.rank, cur.prev, mg.id})
+				h = heapPush(h, candidate{mg.rank, cur.prev, mg.id, 0})
 			}
 		}
 		if cur.next >= 0 {
 			if mg, ok := m.merges.get(pairKey(cur.id, syms[cur.next].id)); ok {
-				h = heapPush(h, candidate{mg.rank, top.pos, mg.id})
+				h = heapPush(h, candidate{mg.rank, top.pos, mg.id, 0})
 			}
 		}
 	}
@@ -207,6 +219,78 @@ func (m *bpe) merge(dst []int, word string) []int {
 		dst = append(dst, int(syms[i].id))
 	}
 	sc.syms, sc.heap = syms, h
+	return dst
+}
+
+// mergeJoins is merge for a tiktoken rank file, where the parts a and b
+// merge into the token spelled by a's bytes then b's, of rank its id (see
+// builtin): the same parts, heap and order, with two shortcuts that a
+// merge list does not allow. Every byte is a token, so the part at i
+// starts at byte i and ends where the next one starts, and hs[i], the
+// hash of its bytes, gives the hash of a join in one multiply-add
+// (tokenTable.join). And a queued candidate is stale exactly when the
+// parts at its position no longer span its token's length: parts only
+// grow rightwards from where they start, and any two parts spelling those
+// bytes join into it, so no lookup is needed to tell.
+func (m *bpe) mergeJoins(dst []int, word string) []int {
+	sc := scratchPool.Get().(*mergeScratch)
+	defer scratchPool.Put(sc)
+	t := m.joins
+	n := int32(len(word))
+	syms, hs := sc.syms[:0], sc.hs[:0]
+	for i := range n {
+		syms = append(syms, symbol{id: m.byteID[word[i]], prev: i - 1, next: i + 1})
+		hs = append(hs, uint64(word[i])+1)
+	}
+	syms[n-1].next = -1
+	// end is where the part at i ends.
+	end := func(i int32) int32 {
+		if next := syms[i].next; next >= 0 {
+			return next
+		}
+		return n
+	}
+	h := sc.heap[:0]
+	for i := int32(0); i+1 < n; i++ {
+		if id, ok := t.join(word[i:], 1, hs[i], 1, hs[i+1]); ok {
+			h = heapPush(h, candidate{id, i, id, 2})
+		}
+	}
+	for len(h) > 0 {
+		var top candidate
+		top, h = heapPop(h)
+		cur := &syms[top.pos]
+		if cur.gone || cur.next < 0 {
+			continue
+		}
+		right := cur.next
+		rightEnd := end(right)
+		if rightEnd-top.pos != top.n {
+			continue // stale: one side was merged since this was queued
+		}
+		hs[top.pos] = hs[top.pos]*t.pow[rightEnd-right] + hs[right]
+		cur.id = top.id
+		syms[right].gone = true
+		cur.next = syms[right].next
+		if cur.next >= 0 {
+			syms[cur.next].prev = top.pos
+		}
+		if prev := cur.prev; prev >= 0 {
+			if id, ok := t.join(word[prev:], uint32(top.pos-prev), hs[prev], uint32(top.n), hs[top.pos]); ok {
+				h = heapPush(h, candidate{id, prev, id, rightEnd - prev})
+			}
+		}
+		if next := cur.next; next >= 0 {
+			nextEnd := end(next)
+			if id, ok := t.join(word[top.pos:], uint32(top.n), hs[top.pos], uint32(nextEnd-next), hs[next]); ok {
+				h = heapPush(h, candidate{id, top.pos, id, nextEnd - top.pos})
+			}
+		}
+	}
+	for i := int32(0); i >= 0; i = syms[i].next {
+		dst = append(dst, int(syms[i].id))
+	}
+	sc.syms, sc.heap, sc.hs = syms, h, hs
 	return dst
 }
 

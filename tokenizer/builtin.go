@@ -1,15 +1,14 @@
 package tokenizer
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/bits"
-	"runtime"
+	"io"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
@@ -37,17 +36,21 @@ const o200k = "o200k_base"
 // (parts start as single bytes, all of which are tokens, and only join into
 // tokens), that is the Hugging Face algorithm with one merge (a, b) -> ab of
 // rank id(ab) for every way of cutting a token ab into two tokens a and b:
-// about 446,000 merges for o200k_base. A pre-token that is itself a token is
-// emitted as that token without merging, as tiktoken does. (For o200k_base
-// that is only a shortcut, since BPE rebuilds every token from its bytes;
-// the tests check.)
+// about 446,000 merges for o200k_base. Listing them at load took most of
+// every run's start-up (a 16 MB table, and more to build it, each fresh
+// page a fault on a virtual machine), so bpe asks the token table instead
+// (joins): the polynomial hash of a's bytes followed by b's is a's hash
+// times hashMul^len(b) plus b's, one multiply-add from the two ids, and the
+// pair merges when those bytes are a token. A pre-token that is itself a
+// token is emitted as that token without merging, as tiktoken does. (For
+// o200k_base that is only a shortcut, since BPE rebuilds every token from
+// its bytes; the tests check.)
 type builtin struct {
 	model *bpe
-	// tokens finds a pre-token that is a whole token.
-	tokens tokenTable
-	// text is the bytes of each id, special tokens included; ids with no
-	// entry decode to nothing, as in tiktoken-go.
-	text []string
+	// tokens finds a pre-token that is a whole token, joins two parts
+	// for model, and holds the bytes of each id, special tokens included
+	// (ids with no entry decode to nothing, as in tiktoken-go).
+	tokens *tokenTable
 }
 
 // o200kSpecial are o200k_base's special tokens. Encode never produces them
@@ -59,11 +62,18 @@ var o200kSpecial = map[int]string{
 }
 
 func newBuiltin() (Tokenizer, error) {
-	data, err := assets.Assets.ReadFile(o200k + ".tiktoken")
+	// Read through a buffer rather than ReadFile, which copies the whole
+	// 3.6 MB file out of the binary.
+	f, err := assets.Assets.Open(o200k + ".tiktoken")
 	if err != nil {
 		return nil, fmt.Errorf("load builtin tokenizer %s: %w", o200k, err)
 	}
-	b, err := parseTiktoken(data, o200kSpecial)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load builtin tokenizer %s: %w", o200k, err)
+	}
+	b, err := parseTiktoken(f, int(st.Size()), o200kSpecial)
 	if err != nil {
 		return nil, fmt.Errorf("load builtin tokenizer %s: %w", o200k, err)
 	}
@@ -74,27 +84,42 @@ func newBuiltin() (Tokenizer, error) {
 // table has one entry per id up to the largest (o200k_base's is 200,018).
 const maxTiktokenRank = 1 << 21
 
-// parseTiktoken builds a tokenizer from a .tiktoken rank file: one line per
-// token, its bytes in base64, a space and its rank, which is also its id.
+// parseTiktoken builds a tokenizer from a .tiktoken rank file of about
+// size bytes: one line per token, its bytes in base64, a space and its
+// rank, which is also its id.
 //
 // Loading is a one-time cost per process (New caches the tokenizer), but
-// every run pays it, so it avoids Go maps: the token table is a flat
-// open-addressing table whose polynomial hash gives the hashes of all the
-// prefixes and suffixes of a token in one pass, which is what finding the
-// ~446,000 merges takes.
-func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
-	// Every token's bytes go into one string that the tables slice,
-	// rather than one allocation per token.
-	entries := make([]entry, 0, len(data)/16)
-	arena := make([]byte, 0, len(data)*3/4)
-	maxID := -1
-	for line := 1; len(data) > 0; line++ {
-		var l []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			l, data = data, nil
+// every run pays it, so it avoids Go maps and the merge list: the token
+// table is a flat open-addressing table whose polynomial hash of two joined
+// tokens comes from theirs (see builtin).
+func parseTiktoken(r io.Reader, size int, special map[int]string) (*builtin, error) {
+	// Every token's bytes go into one string that the table slices,
+	// rather than one allocation per token, and nothing is copied twice:
+	// a strings.Builder hands over its bytes as they are, and the ids
+	// index info directly (a rank file's ids are its line numbers, give
+	// or take: o200k_base's lines average 18 bytes). On a virtual machine
+	// every fresh page costs a fault.
+	var arena strings.Builder
+	arena.Grow(size*3/4 + 64)
+	ids := size/16 + 1
+	for id := range special {
+		ids = max(ids, id+1)
+	}
+	info := make([]tokInfo, 0, ids)
+	var scratch []byte
+	count, longest := 0, 0
+	br := bufio.NewReaderSize(r, 64<<10)
+	for line, eof := 1, false; !eof; line++ {
+		l, err := br.ReadSlice('\n')
+		switch {
+		case err == io.EOF:
+			eof = true
+		case errors.Is(err, bufio.ErrBufferFull):
+			return nil, fmt.Errorf("line %d: longer than %d bytes", line, br.Size())
+		case err != nil:
+			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
+		l = bytes.TrimSuffix(l, []byte{'\n'})
 		if len(l) == 0 {
 			continue
 		}
@@ -114,166 +139,97 @@ func parseTiktoken(data []byte, special map[int]string) (*builtin, error) {
 				return nil, fmt.Errorf("line %d: rank %s is too large", line, l[sp+1:])
 			}
 		}
-		off := len(arena)
-		arena = append(arena, make([]byte, base64.StdEncoding.DecodedLen(sp))...)
-		n, err := base64.StdEncoding.Decode(arena[off:], l[:sp])
+		scratch = slices.Grow(scratch[:0], base64.StdEncoding.DecodedLen(sp))
+		n, err := base64.StdEncoding.Decode(scratch[:cap(scratch)], l[:sp])
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		if n == 0 {
 			return nil, fmt.Errorf("line %d: empty token", line)
 		}
-		arena = arena[:off+n]
-		entries = append(entries, entry{int32(off), int32(off + n), int32(id)})
-		maxID = max(maxID, id)
+		if id >= len(info) {
+			info = slices.Grow(info, id+1-len(info))[:id+1] // zeros past len
+		} else if info[id].n != 0 {
+			return nil, fmt.Errorf("rank %d appears twice", id)
+		}
+		info[id] = tokInfo{hash: tokenHash(scratch[:n]), off: uint32(arena.Len()), n: uint32(n)}
+		arena.Write(scratch[:n])
+		count++
+		longest = max(longest, n)
 	}
-	if len(entries) == 0 {
+	if count == 0 {
 		return nil, errors.New("no tokens")
 	}
-	all := string(arena)
-	for id := range special {
-		maxID = max(maxID, id)
+	// The special tokens' bytes go into the arena too, only for Decode;
+	// they are not put in the table, since Encode never produces them.
+	type specialToken struct{ id, off int }
+	specials := make([]specialToken, 0, len(special))
+	for id, s := range special {
+		if id < len(info) && info[id].n != 0 {
+			return nil, fmt.Errorf("special token %q has the id %d of an ordinary token", s, id)
+		}
+		specials = append(specials, specialToken{id, arena.Len()})
+		arena.WriteString(s)
 	}
 
-	m := &bpe{unk: -1}
-	m.cache.init()
-	t := &builtin{model: m, text: make([]string, maxID+1)}
-	t.tokens = newTokenTable(len(entries), t.text)
-	for _, e := range entries {
-		tok := all[e.off:e.end]
-		if t.text[e.id] != "" {
-			return nil, fmt.Errorf("rank %d appears twice", e.id)
+	tokens := newTokenTable(count, arena.String(), info, longest)
+	for id, ti := range info {
+		if ti.n == 0 {
+			continue
 		}
-		h := tokenHash(tok)
-		if _, dup := t.tokens.find(tok, h); dup {
+		tok := tokens.all[ti.off : ti.off+ti.n]
+		if _, dup := tokens.find(tok, ti.hash); dup {
 			return nil, fmt.Errorf("token %q appears twice", tok)
 		}
-		t.text[e.id] = tok
-		t.tokens.put(h, e.id)
+		tokens.put(int32(id), ti.hash)
 	}
+	for _, sp := range specials {
+		if sp.id >= len(tokens.info) {
+			tokens.info = slices.Grow(tokens.info, sp.id+1-len(tokens.info))[:sp.id+1]
+		}
+		tokens.info[sp.id] = tokInfo{off: uint32(sp.off), n: uint32(len(special[sp.id]))}
+	}
+	m := &bpe{unk: -1, joins: tokens}
+	m.cache.init()
 	for b := range m.byteID {
-		id, ok := t.tokens.get(string([]byte{byte(b)}))
+		id, ok := tokens.get(string([]byte{byte(b)}))
 		if !ok {
 			return nil, fmt.Errorf("byte %#02x is not a token", b)
 		}
 		m.byteID[b] = id
 	}
-	for id, s := range special {
-		if t.text[id] != "" {
-			return nil, fmt.Errorf("special token %q has the id %d of an ordinary token", s, id)
-		}
-		t.text[id] = s
-	}
-
-	// One merge per way of cutting a token in two tokens; see builtin.
-	// Finding them is most of the load, which every run pays before its
-	// first request, so the tokens are shared out among the cores: each
-	// worker only reads the token table and keeps its own pairs, and the
-	// parts are joined in the tokens' order: the same pairs, in the same
-	// order, as one worker would find.
-	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
-	parts := make([][]pair, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := len(entries)*w/workers, len(entries)*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			parts[w] = t.cutPairs(all, entries[lo:hi], make([]pair, 0, (hi-lo)*5/2))
-		}()
-	}
-	wg.Wait()
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	// Inserted in the order of the slots they hash to, the merges fill the
-	// table (16 MB for o200k_base) in one sweep instead of missing the
-	// cache on every one: a counting sort on the top bits of the slot,
-	// straight from the workers' parts (in the tokens' order), since on a
-	// virtual machine every fresh megabyte costs page faults too.
-	m.merges = newMergeTable(n)
-	drop := max(0, bits.Len(uint(len(m.merges.keys)-1))-16)
-	var start [1<<16 + 1]int32
-	for _, part := range parts {
-		for _, p := range part {
-			start[m.merges.slot(p.key)>>drop+1]++
-		}
-	}
-	for i := 1; i < len(start); i++ {
-		start[i] += start[i-1]
-	}
-	sorted := make([]pair, n)
-	for _, part := range parts {
-		for _, p := range part {
-			b := m.merges.slot(p.key) >> drop
-			sorted[start[b]] = p
-			start[b]++
-		}
-	}
-	for _, p := range sorted {
-		m.merges.put(p.key, merge{rank: p.id, id: p.id})
-	}
-	return t, nil
+	return &builtin{model: m, tokens: tokens}, nil
 }
 
-// entry is a token of a rank file being parsed: its bytes are
-// all[off:end] of the file's decoded tokens.
-type entry struct{ off, end, id int32 }
-
-// pair is one merge found while loading a rank file: the pair of ids
-// (pairKey) that join into id.
-type pair struct {
-	key uint64
-	id  int32
-}
-
-// cutPairs appends to dst the merges of every token in entries: one for
-// each way of cutting the token's bytes (all[off:end]) into two tokens.
-// It only reads the token table, so several may run at once.
-func (t *builtin) cutPairs(all string, entries []entry, dst []pair) []pair {
-	var suffix []uint64
-	for _, e := range entries {
-		tok := all[e.off:e.end]
-		// suffix[i] is the hash of tok[i:], built from the right.
-		suffix = slices.Grow(suffix[:0], len(tok)+1)[:len(tok)+1]
-		var h, pow uint64 = 0, 1
-		for i := len(tok) - 1; i > 0; i-- {
-			h += (uint64(tok[i]) + 1) * pow
-			pow *= hashMul
-			suffix[i] = h
-		}
-		var prefix uint64
-		for i := 1; i < len(tok); i++ {
-			prefix = prefix*hashMul + uint64(tok[i-1]) + 1
-			a, ok := t.tokens.find(tok[:i], prefix)
-			if !ok {
-				continue
-			}
-			if b, ok := t.tokens.find(tok[i:], suffix[i]); ok {
-				dst = append(dst, pair{pairKey(a, b), e.id})
-			}
-		}
-	}
-	return dst
-}
-
-// tokenTable maps the bytes of tokens to their ids. It is a flat
-// open-addressing table of ids tagged with hash bits, probed linearly at a
-// load factor of at most one half; the bytes of an id are in text.
+// tokenTable maps the bytes of tokens to their ids, and joins two parts
+// for bpe (see builtin). It is a flat open-addressing table of ids tagged
+// with hash bits, probed linearly at a load factor of at most one half.
+// A token's bytes and hash are in one 16-byte tokInfo, so that a join
+// reads the two parts' and, on a hit, the token's, a cache line each.
 type tokenTable struct {
 	slots []uint64 // tag<<32 | id+1; 0 marks a free slot
 	shift uint     // 64 - log2(len(slots))
-	text  []string
+	// all holds every token's bytes; info[id] says where.
+	all  string
+	info []tokInfo
+	// pow[n] is hashMul^n, up to the longest token's length.
+	pow []uint64
+}
+
+// tokInfo is a token's bytes, all[off:off+n], and their tokenHash (none
+// for a special token); n is 0 for an id that is no token.
+type tokInfo struct {
+	hash   uint64
+	off, n uint32
 }
 
 // hashMul is the multiplier of tokenHash.
 const hashMul = 0x100000001b3
 
 // tokenHash is the polynomial hash sum((s[i]+1) * hashMul^(len(s)-1-i)),
-// modulo 2^64: parseTiktoken computes it for every prefix of a token going
-// right and every suffix going left, one multiply-add per byte.
-func tokenHash(s string) uint64 {
+// modulo 2^64: the hash of s joined to t is
+// tokenHash(s)*hashMul^len(t) + tokenHash(t), which is what joins uses.
+func tokenHash[T string | []byte](s T) uint64 {
 	var h uint64
 	for i := 0; i < len(s); i++ {
 		h = h*hashMul + uint64(s[i]) + 1
@@ -281,13 +237,29 @@ func tokenHash(s string) uint64 {
 	return h
 }
 
-func newTokenTable(n int, text []string) tokenTable {
+// newTokenTable makes a table for n tokens, whose bytes and hashes info
+// gives (the longest is longest bytes); put adds them.
+func newTokenTable(n int, all string, info []tokInfo, longest int) *tokenTable {
 	size, shift := 8, uint(61)
 	for size < 2*n {
 		size *= 2
 		shift--
 	}
-	return tokenTable{slots: make([]uint64, size), shift: shift, text: text}
+	pow := make([]uint64, longest+1)
+	pow[0] = 1
+	for i := 1; i <= longest; i++ {
+		pow[i] = pow[i-1] * hashMul
+	}
+	return &tokenTable{slots: make([]uint64, size), shift: shift, all: all, info: info, pow: pow}
+}
+
+// token returns the bytes of id, "" for an id that is no token.
+func (t *tokenTable) token(id int) string {
+	if id < 0 || id >= len(t.info) {
+		return ""
+	}
+	i := t.info[id]
+	return t.all[i.off : i.off+i.n]
 }
 
 // mix spreads the hash's bits: the low bits of a polynomial hash modulo
@@ -298,8 +270,9 @@ func mix(h uint64) uint64 {
 	return h ^ h>>29
 }
 
-// put adds id, whose bytes hash to h and are not in the table yet.
-func (t *tokenTable) put(h uint64, id int32) {
+// put adds the token id, whose bytes (in info) hash to h and are not in
+// the table yet.
+func (t *tokenTable) put(id int32, h uint64) {
 	x := mix(h)
 	mask := len(t.slots) - 1
 	for i := int(x >> t.shift); ; i = (i + 1) & mask {
@@ -321,9 +294,38 @@ func (t *tokenTable) find(s string, h uint64) (int32, bool) {
 			return 0, false
 		}
 		if v&^0xFFFFFFFF == tag {
-			if id := int32(uint32(v) - 1); t.text[id] == s {
+			id := int32(uint32(v) - 1)
+			if i := t.info[id]; i.hash == h && t.all[i.off:i.off+i.n] == s {
 				return id, true
 			}
+		}
+	}
+}
+
+// join returns the id of the token spelled by two parts: the first na
+// bytes of at, whose tokenHash is ha, then the next nb, whose hash is hb.
+// Their hash is ha*hashMul^nb + hb (tokenHash), and only a slot whose
+// token has that whole hash and length has its bytes compared.
+func (t *tokenTable) join(at string, na uint32, ha uint64, nb uint32, hb uint64) (int32, bool) {
+	n := na + nb
+	if int(n) >= len(t.pow) {
+		return 0, false // longer than any token
+	}
+	h := ha*t.pow[nb] + hb
+	x := mix(h)
+	tag := x << 32
+	mask := len(t.slots) - 1
+	for i := int(x >> t.shift); ; i = (i + 1) & mask {
+		v := t.slots[i]
+		if v == 0 {
+			return 0, false
+		}
+		if v&^0xFFFFFFFF != tag {
+			continue
+		}
+		id := int32(uint32(v) - 1)
+		if ic := t.info[id]; ic.hash == h && ic.n == n && t.all[ic.off:ic.off+n] == at[:n] {
+			return id, true
 		}
 	}
 }
@@ -396,9 +398,7 @@ func tiktokenValidUTF8(text string) string {
 func (b *builtin) Decode(ids []int) string {
 	var buf []byte
 	for _, id := range ids {
-		if id >= 0 && id < len(b.text) {
-			buf = append(buf, b.text[id]...)
-		}
+		buf = append(buf, b.tokens.token(id)...)
 	}
 	return string(buf)
 }

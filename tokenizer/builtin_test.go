@@ -228,7 +228,7 @@ func TestBuiltinMergeMatchesTiktokenBPE(t *testing.T) {
 	for i := sample(3000); i > 0; i-- {
 		var b strings.Builder
 		for k := r.IntN(12); k >= 0; k-- {
-			b.WriteString(tk.text[r.IntN(200000)])
+			b.WriteString(tk.tokens.token(r.IntN(200000)))
 		}
 		w := b.String()
 		got := m.merge(nil, w)
@@ -293,7 +293,8 @@ func TestBuiltinVocabulary(t *testing.T) {
 	tk := loadBuiltin(t)
 	m := tk.model
 	n := 0
-	for id, text := range tk.text {
+	for id := range tk.tokens.info {
+		text := tk.tokens.token(id)
 		if got, ok := tk.tokens.get(text); ok != (id < 199998) || ok && int(got) != id {
 			t.Errorf("token %d (%q): table has %d, %v", id, text, got, ok)
 		}
@@ -305,8 +306,8 @@ func TestBuiltinVocabulary(t *testing.T) {
 		t.Errorf("%d ids have text, want 199,998 tokens and 2 special tokens", n)
 	}
 	for b, id := range m.byteID {
-		if tk.text[id] != string([]byte{byte(b)}) {
-			t.Errorf("byte %#02x has id %d, which decodes to %q", b, id, tk.text[id])
+		if tk.tokens.token(int(id)) != string([]byte{byte(b)}) {
+			t.Errorf("byte %#02x has id %d, which decodes to %q", b, id, tk.tokens.token(int(id)))
 		}
 	}
 	// Every token is what BPE makes of its own bytes, so emitting a
@@ -315,7 +316,7 @@ func TestBuiltinVocabulary(t *testing.T) {
 	// for which it is not. (Every 5th token under -short or -race.)
 	step := 5000 / sample(5000)
 	for id := 0; id < 199998; id += step {
-		text := tk.text[id]
+		text := tk.tokens.token(id)
 		if len(text) < 2 {
 			continue
 		}
@@ -332,7 +333,7 @@ func TestParseTiktokenErrors(t *testing.T) {
 		fmt.Fprintf(&b, "%s %d\n", base64.StdEncoding.EncodeToString([]byte{byte(i)}), i)
 	}
 	base := b.String()
-	if tk, err := parseTiktoken([]byte(base+"aGk= 256\n"), map[int]string{300: "<|x|>"}); err != nil {
+	if tk, err := parseTiktoken(strings.NewReader(base+"aGk= 256\n"), 0, map[int]string{300: "<|x|>"}); err != nil {
 		t.Fatal(err)
 	} else if got := tk.Encode("hi"); !reflect.DeepEqual(got, []int{256}) {
 		t.Errorf("Encode(hi) = %v, want [256]", got)
@@ -349,13 +350,22 @@ func TestParseTiktokenErrors(t *testing.T) {
 		base + "aGk= 5\n":                  "rank 5 appears twice",
 		base + "aA== 256\n":                "appears twice",
 		base[strings.Index(base, "\n")+1:]: "byte 0x00 is not a token",
+		base + strings.Repeat("A", 70<<10) + " 256\n": "line 257: longer than 65536 bytes",
+		base + "aGk= 256": "", // no newline at the end: fine
 	}
 	for data, want := range cases {
-		if _, err := parseTiktoken([]byte(data), nil); err == nil || !strings.Contains(err.Error(), want) {
+		_, err := parseTiktoken(strings.NewReader(data), len(data), nil)
+		if want == "" {
+			if err != nil {
+				t.Errorf("parseTiktoken(...%q): %v", data[max(0, len(data)-12):], err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("parseTiktoken(...%q) error = %v, want %q", data[max(0, len(data)-12):], err, want)
 		}
 	}
-	if _, err := parseTiktoken([]byte(base), map[int]string{5: "<|x|>"}); err == nil || !strings.Contains(err.Error(), "id 5 of an ordinary token") {
+	if _, err := parseTiktoken(strings.NewReader(base), len(base), map[int]string{5: "<|x|>"}); err == nil || !strings.Contains(err.Error(), "id 5 of an ordinary token") {
 		t.Errorf("special token on an ordinary id: error = %v", err)
 	}
 }
