@@ -3,12 +3,15 @@ package charts
 import (
 	"bytes"
 	"fmt"
+	"image"
 	"image/color"
 	imagepng "image/png"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
+	"git.sr.ht/~sbinet/gg"
 	"github.com/infermatrix/infermatrix/internal/textsafe"
 	xfont "golang.org/x/image/font"
 	"gonum.org/v1/plot"
@@ -176,7 +179,8 @@ func (f *figure) render() (p Plot, err error) {
 	if f.height > 0 {
 		h = f.height
 	}
-	img := vgimg.NewWith(vgimg.UseWH(plotWidth, h), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
+	img, rgba := pngCanvas(plotWidth, h)
+	defer canvases.Put(rgba)
 	f.draw(draw.New(safeText{img}))
 	var png bytes.Buffer
 	if err := pngEncoder.Encode(&png, img.Image()); err != nil {
@@ -189,6 +193,29 @@ func (f *figure) render() (p Plot, err error) {
 		return Plot{}, fmt.Errorf("plot %s: svg: %w", f.name, err)
 	}
 	return Plot{Name: f.name, Title: f.title, PNG: png.Bytes(), SVG: svgFonts(sb.Bytes())}, nil
+}
+
+// canvases keeps the images the PNGs are drawn on, for the next figure.
+// A figure at 120 dpi is a 2.3 MB image, and vgimg.NewWith makes one and
+// then a copy of it (gg.NewContextForImage): drawing a run's figures on
+// fresh memory cost more in page faults than the drawing did on a
+// virtual machine (issue 16).
+var canvases sync.Pool
+
+// pngCanvas is a white canvas of w × h at plotDPI, and the image under it
+// to give back to canvases once it is encoded.
+func pngCanvas(w, h vg.Length) (*vgimg.Canvas, *image.RGBA) {
+	rect := image.Rect(0, 0, int(w/vg.Inch*plotDPI+0.5), int(h/vg.Inch*plotDPI+0.5))
+	rgba, _ := canvases.Get().(*image.RGBA)
+	if rgba == nil || rgba.Rect != rect {
+		rgba = image.NewRGBA(rect)
+	}
+	// As vgimg.NewWith sets up a context of its own, without the copy.
+	ctx := gg.NewContextForRGBA(rgba)
+	ctx.SetLineCapButt()
+	ctx.InvertY()
+	// NewWith paints the whole image white first.
+	return vgimg.NewWith(vgimg.UseImageWithContext(rgba, ctx), vgimg.UseDPI(plotDPI)), rgba
 }
 
 // pngEncoder compresses the PNGs at flate's fastest level. The default

@@ -241,7 +241,7 @@ func LoadRun(dir *rundir.Dir, opts RerenderOptions) (*Input, []string, error) {
 		sum.Semantics, sum.SemanticsNotes = opts.Semantics, metrics.SemanticsNotes(opts.Semantics, sum.SLO)
 	}
 	notes = append(notes, restoreSamples(dir, plan, man, sum, opts.Semantics != "")...)
-	in := &Input{Plan: plan, Manifest: man, Summary: sum, Records: dir.ReadRecords, RunDir: dir.Path}
+	in := &Input{Plan: plan, Manifest: man, Summary: sum, Records: recordsFor(dir, plan), RunDir: dir.Path}
 	if in.Baseline, err = runBaseline(plan, man, opts); err != nil {
 		return nil, nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/infermatrix/infermatrix/charts"
 	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
+	"github.com/infermatrix/infermatrix/schema"
 )
 
 // File names reports adds to a run directory.
@@ -63,7 +64,7 @@ func Write(dir *rundir.Dir, in *Input) (*Written, error) {
 		in.RunDir = dir.Path
 	}
 	if in.Records == nil {
-		in.Records = dir.ReadRecords
+		in.Records = recordsFor(dir, in.Plan)
 	}
 	if in.Analysis == nil {
 		in.Analysis = analysis.Analyze(in.Plan, in.Summary, in.Decision)
@@ -222,6 +223,16 @@ func startStreamed(dir *rundir.Dir, in *Input, fan *recordFan) *streamed {
 		return func(w io.Writer) error { return WriteAIPerf(w, &ai) }
 	})
 	return s
+}
+
+// recordsFor reads the records the reports of plan need: only the AIPerf
+// export reads each token's arrival, and the plots and the spreadsheet
+// skip decoding them (rundir.ReadRecordsLean).
+func recordsFor(dir *rundir.Dir, plan *schema.Plan) func(string, func(*metrics.Record) error) error {
+	if slices.Contains(plan.Formats, "aiperf") {
+		return dir.ReadRecords
+	}
+	return dir.ReadRecordsLean
 }
 
 // streamedFormats counts the formats startStreamed writes.

@@ -380,12 +380,30 @@ func (d *Dir) readJSON(rel string, v any) error {
 // other bad line is an error, since it means the file was edited or
 // corrupted.
 func (d *Dir) ReadRecords(rowID string, fn func(*metrics.Record) error) error {
+	return d.readRecords(rowID, false, fn)
+}
+
+// ReadRecordsLean is ReadRecords with every record's Events and
+// EventTokens left out, for readers that need a request's times and counts
+// but not the arrival of each token: those arrays are most of a streamed
+// record's bytes, and most of the time it takes to decode one.
+func (d *Dir) ReadRecordsLean(rowID string, fn func(*metrics.Record) error) error {
+	return d.readRecords(rowID, true, fn)
+}
+
+func (d *Dir) readRecords(rowID string, lean bool, fn func(*metrics.Record) error) error {
 	parts, err := d.RecordParts(rowID)
 	if err != nil {
 		return err
 	}
 	for _, p := range parts {
-		if _, err := d.ScanRecords(p, fn); err != nil {
+		f, err := os.Open(d.RecordsPath(p))
+		if err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+		_, err = scanRecords(f, d.RecordsPath(p), lean, fn) // scan.go
+		f.Close()
+		if err != nil {
 			return err
 		}
 	}
@@ -407,7 +425,7 @@ func (d *Dir) ScanRecords(rowID string, fn func(*metrics.Record) error) (torn in
 		return 0, fmt.Errorf("read records: %w", err)
 	}
 	defer f.Close()
-	return scanRecords(f, d.RecordsPath(rowID), fn) // scan.go
+	return scanRecords(f, d.RecordsPath(rowID), false, fn) // scan.go
 }
 
 // RecordWriter appends records to a row's requests.jsonl.
