@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/infermatrix/infermatrix/protocol"
@@ -33,7 +34,9 @@ type templateProbe struct {
 
 	mu     sync.Mutex
 	shapes map[string]int // shape → template tokens; -1 unknown
-	dead   bool
+	// dead is set, under mu, once the server has no /tokenize; read
+	// without it, so that every later request skips decoding its body.
+	dead atomic.Bool
 }
 
 // newTemplateProbe probes the server at baseURL with the row's client's
@@ -54,6 +57,9 @@ const probeTimeout = 3 * time.Second
 // count returns the template tokens of a chat request body, or 0 when they
 // are unknown.
 func (p *templateProbe) count(body []byte) int {
+	if p.dead.Load() {
+		return 0
+	}
 	var req struct {
 		Messages            []json.RawMessage `json:"messages"`
 		AddGenerationPrompt json.RawMessage   `json:"add_generation_prompt,omitempty"`
@@ -92,7 +98,7 @@ func (p *templateProbe) count(body []byte) int {
 	if n, ok := p.shapes[key.String()]; ok {
 		return max(n, 0)
 	}
-	if p.dead {
+	if p.dead.Load() {
 		return 0
 	}
 	n := p.ask(req.Messages, req.AddGenerationPrompt, req.AddSpecialTokens, req.ChatTemplateKwargs, contents)
@@ -111,13 +117,13 @@ func (p *templateProbe) ask(msgs []json.RawMessage, gen, special, kwargs json.Ra
 	}
 	total, ok := p.tokenize(whole)
 	if !ok {
-		p.dead = true
+		p.dead.Store(true)
 		return -1
 	}
 	for _, c := range contents {
 		n, ok := p.tokenize(map[string]any{"model": p.model, "prompt": c, "add_special_tokens": false})
 		if !ok {
-			p.dead = true
+			p.dead.Store(true)
 			return -1
 		}
 		total -= n

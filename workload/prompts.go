@@ -40,7 +40,7 @@ type corpusOnce struct {
 func corpusFor(tok tokenizer.Tokenizer) *corpus {
 	v, _ := corpora.LoadOrStore(tok.Name(), &corpusOnce{})
 	co := v.(*corpusOnce)
-	co.once.Do(func() { co.c = &corpus{tok: tok, ids: tok.Encode(corpusText)} })
+	co.once.Do(func() { co.c = &corpus{tok: tok, ids: encodeCorpus(tok, corpusText)} })
 	return co.c
 }
 
