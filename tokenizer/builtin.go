@@ -177,11 +177,9 @@ func parseTiktoken(r io.Reader, size int, special map[int]string) (*builtin, err
 		if ti.n == 0 {
 			continue
 		}
-		tok := tokens.all[ti.off : ti.off+ti.n]
-		if _, dup := tokens.find(tok, ti.hash); dup {
-			return nil, fmt.Errorf("token %q appears twice", tok)
+		if !tokens.put(int32(id)) {
+			return nil, fmt.Errorf("token %q appears twice", tokens.token(id))
 		}
-		tokens.put(int32(id), ti.hash)
 	}
 	for _, sp := range specials {
 		if sp.id >= len(tokens.info) {
@@ -270,15 +268,23 @@ func mix(h uint64) uint64 {
 	return h ^ h>>29
 }
 
-// put adds the token id, whose bytes (in info) hash to h and are not in
-// the table yet.
-func (t *tokenTable) put(id int32, h uint64) {
-	x := mix(h)
+// put adds the token id, whose bytes and hash are in info, and reports
+// whether it did: false when those bytes are another id's already.
+func (t *tokenTable) put(id int32) bool {
+	ti := t.info[id]
+	x := mix(ti.hash)
+	tag := x << 32
 	mask := len(t.slots) - 1
 	for i := int(x >> t.shift); ; i = (i + 1) & mask {
-		if t.slots[i] == 0 {
-			t.slots[i] = x<<32 | (uint64(id) + 1)
-			return
+		v := t.slots[i]
+		if v == 0 {
+			t.slots[i] = tag | (uint64(id) + 1)
+			return true
+		}
+		if v&^0xFFFFFFFF == tag {
+			if o := t.info[int32(uint32(v)-1)]; o.hash == ti.hash && t.all[o.off:o.off+o.n] == t.all[ti.off:ti.off+ti.n] {
+				return false
+			}
 		}
 	}
 }
