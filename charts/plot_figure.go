@@ -181,13 +181,13 @@ func (f *figure) render() (p Plot, err error) {
 	}
 	img, rgba := pngCanvas(plotWidth, h)
 	defer canvases.Put(rgba)
-	f.draw(draw.New(safeText{img}))
+	f.draw(draw.New(safeText{img}), false)
 	var png bytes.Buffer
 	if err := encodePNG(&png, rgba); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: png: %w", f.name, err)
 	}
 	svg := vgsvg.New(plotWidth, h)
-	f.draw(draw.New(safeText{svg}))
+	f.draw(draw.New(safeText{svg}), true)
 	var sb bytes.Buffer
 	if _, err := svg.WriteTo(&sb); err != nil {
 		return Plot{}, fmt.Errorf("plot %s: svg: %w", f.name, err)
@@ -243,10 +243,14 @@ func svgFonts(b []byte) []byte {
 		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
 }
 
-// draw lays the figure out on c.
-func (f *figure) draw(c draw.Canvas) {
-	c.SetColor(color.White)
-	c.Fill(c.Rectangle.Path())
+// draw lays the figure out on c, painting it white first where blank is
+// false (pngCanvas's images are white already, and the rasterizer paints
+// a rectangle a pixel at a time).
+func (f *figure) draw(c draw.Canvas, blank bool) {
+	if blank {
+		c.SetColor(color.White)
+		c.Fill(c.Rectangle.Path())
+	}
 	area := draw.Crop(c, figMargin, -figMargin, figMargin, -figMargin)
 
 	ts := titleStyle
@@ -432,6 +436,9 @@ func fitEllipsis(s string, sty text.Style, w vg.Length) string {
 // grid, muted axes.
 func newPanel(title, xLabel, yLabel string) *plot.Plot {
 	p := plot.New()
+	// A panel lies on its figure's white: filling it white again ran the
+	// rasterizer over every pixel of it for nothing.
+	p.BackgroundColor = nil
 	p.Title.Text = title
 	p.Title.TextStyle.Font = font.From(boldFont, 11)
 	p.Title.TextStyle.Color = inkColor

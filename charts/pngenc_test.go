@@ -21,7 +21,7 @@ func TestEncodePNGKeepsEveryPixel(t *testing.T) {
 	if err != nil || len(figs) == 0 {
 		t.Fatalf("no figure to draw: %v", err)
 	}
-	figs[0].draw(draw.New(safeText{plot}))
+	figs[0].draw(draw.New(safeText{plot}), false)
 
 	r := rand.New(rand.NewPCG(1, 2))
 	noise := image.NewRGBA(image.Rect(0, 0, 37, 11))
