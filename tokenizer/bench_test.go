@@ -109,7 +109,7 @@ func BenchmarkCountBuiltinEnglishParallel(b *testing.B) {
 }
 
 // BenchmarkLoadBuiltin is the one-time cost of the first New(Builtin):
-// parsing the embedded ranks and building the merge table.
+// parsing the embedded ranks and building the token table.
 func BenchmarkLoadBuiltin(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

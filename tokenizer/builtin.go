@@ -310,30 +310,13 @@ func (t *tokenTable) find(s string, h uint64) (int32, bool) {
 
 // join returns the id of the token spelled by two parts: the first na
 // bytes of at, whose tokenHash is ha, then the next nb, whose hash is hb.
-// Their hash is ha*hashMul^nb + hb (tokenHash), and only a slot whose
-// token has that whole hash and length has its bytes compared.
+// Their hash is ha*hashMul^nb + hb (tokenHash), so no byte is hashed.
 func (t *tokenTable) join(at string, na uint32, ha uint64, nb uint32, hb uint64) (int32, bool) {
 	n := na + nb
 	if int(n) >= len(t.pow) {
 		return 0, false // longer than any token
 	}
-	h := ha*t.pow[nb] + hb
-	x := mix(h)
-	tag := x << 32
-	mask := len(t.slots) - 1
-	for i := int(x >> t.shift); ; i = (i + 1) & mask {
-		v := t.slots[i]
-		if v == 0 {
-			return 0, false
-		}
-		if v&^0xFFFFFFFF != tag {
-			continue
-		}
-		id := int32(uint32(v) - 1)
-		if ic := t.info[id]; ic.hash == h && ic.n == n && t.all[ic.off:ic.off+n] == at[:n] {
-			return id, true
-		}
-	}
+	return t.find(at[:n], ha*t.pow[nb]+hb)
 }
 
 func (t *tokenTable) get(s string) (int32, bool) { return t.find(s, tokenHash(s)) }
