@@ -370,19 +370,44 @@ func (c *Column) selectRanks(ranks []int64) (map[int64]float64, error) {
 				g.counts = make([]int64, 1<<g.bits)
 			}
 		}
+		his := make([]uint64, len(pending))
+		for i, g := range pending {
+			his[i] = g.hi
+		}
 		err := c.each(func(vs []float64) {
+			if len(pending) == 1 {
+				// The first pass, and often the last: no group to find.
+				g := pending[0]
+				if g.vals != nil {
+					for _, v := range vs {
+						if k := key(v); k >= g.lo && k <= g.hi {
+							g.vals = append(g.vals, v)
+						}
+					}
+					return
+				}
+				sh, mask := g.shift-g.bits, uint64(1)<<g.bits-1
+				for _, v := range vs {
+					if k := key(v); k >= g.lo && k <= g.hi {
+						g.counts[(k>>sh)&mask]++
+					}
+				}
+				return
+			}
 			for _, v := range vs {
 				k := key(v)
-				i, ok := slices.BinarySearchFunc(pending, k, func(g *group, k uint64) int {
-					switch {
-					case g.hi < k:
-						return -1
-					case g.lo > k:
-						return 1
+				// The first group whose range does not end below k
+				// (pending is in key order), written out: a search
+				// with a comparison function took a third of the time.
+				i, j := 0, len(his)
+				for i < j {
+					if m := int(uint(i+j) >> 1); his[m] < k {
+						i = m + 1
+					} else {
+						j = m
 					}
-					return 0
-				})
-				if !ok {
+				}
+				if i == len(his) || pending[i].lo > k {
 					continue
 				}
 				g := pending[i]
