@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(mainArgsEnv); ok {
 		os.Exit(Main(context.Background(), strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuiltCLI()
+	os.Exit(code)
 }
 
 // killedRun runs testdata/rerender.yaml to completion and returns its

@@ -24,8 +24,9 @@ const reportBenchEnv = "INFERMATRIX_BENCH_REPORT_REQUESTS"
 // as its records grow: one row at concurrency 64 with 2-token outputs
 // against internal/cheapsse, every format written (the spreadsheet and
 // the AIPerf export hold every request), then `infermatrix report` on the
-// same run directory. Both run as processes of their own (the test
-// binary, see TestMain), so each peak RSS is one process's own.
+// same run directory. Both run as processes of their own (the
+// infermatrix binary, see cliProcess), so each peak RSS is one process's
+// own.
 //
 // run-peak-MB is the run's peak, the row's own memory included;
 // reports-s is the run's time from its manifest's end (the row done) to
