@@ -245,8 +245,10 @@ type Call struct {
 	// the row's deliberate cancellations, timed from the start stamp.
 	Cancel      func()
 	CancelAfter time.Duration
-	// OnConn, when set, is called when the request gets a connection
-	// (from the transport's goroutine): the server is reachable.
+	// OnConn, when set, is called when the request gets a fresh
+	// connection, and again at the response's first byte (from the
+	// transport's goroutine): the server is reachable. A kept-alive
+	// connection alone does not say so.
 	OnConn func()
 }
 
@@ -354,11 +356,19 @@ func (t *connTrace) hooks() *httptrace.ClientTrace {
 			t.conns.Add(1)
 			t.connNS.Store(t.now().Sub(t.start).Nanoseconds())
 			t.reused.Store(info.Reused)
+			// A kept-alive connection proves nothing: when the server
+			// dies, its idle connections are handed out before anyone
+			// learns they are closed. A fresh one does.
+			if t.onConn != nil && !info.Reused {
+				t.onConn()
+			}
+		},
+		GotFirstResponseByte: func() {
+			t.firstByte.CompareAndSwap(0, t.now().Sub(t.start).Nanoseconds())
 			if t.onConn != nil {
 				t.onConn()
 			}
 		},
-		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, t.now().Sub(t.start).Nanoseconds()) },
 	}
 }
 
@@ -691,6 +701,12 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 		return &metrics.Error{Class: metrics.ErrRedirect, Message: redir.msg}
 	case errors.Is(err, errResponseTooLarge), errors.Is(err, errResponseBudget):
 		return &metrics.Error{Class: metrics.ErrProtocol, Message: err.Error()}
+	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
+		// Before the reset case: a dial the server resets (its listener
+		// closed with the connection still in its backlog, as when it
+		// dies) got no connection, and the run's gate must hear of it
+		// as a refusal, or it keeps sending into a dead server.
+		return &metrics.Error{Class: metrics.ErrConnect, Message: err.Error()}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return &metrics.Error{Class: metrics.ErrReset, Message: err.Error()}
 	case errors.Is(err, errEventTooLarge), strings.Contains(err.Error(), "chunk"):
@@ -699,8 +715,6 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 		return &metrics.Error{Class: metrics.ErrProtocol, Message: err.Error()}
 	case reading && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
 		return &metrics.Error{Class: metrics.ErrTruncated, Message: "the connection closed mid-response: " + err.Error()}
-	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
-		return &metrics.Error{Class: metrics.ErrConnect, Message: err.Error()}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return &metrics.Error{Class: metrics.ErrReset, Message: "the server closed the connection before responding: " + err.Error()}
 	case reading:

@@ -9,8 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -625,4 +629,60 @@ func deref(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+// TestClassifyConnectionErrors pins the classes a run's gate and its
+// error table read: a dial that fails in any way, a reset during the
+// handshake included (a dying server's listener resets the connections
+// still in its backlog), is "connect", no connection had; a reset or EOF
+// on a connection that was had is "reset", and mid-response "truncated".
+func TestClassifyConnectionErrors(t *testing.T) {
+	dial := func(errno syscall.Errno) error {
+		return &url.Error{Op: "Post", URL: "http://127.0.0.1:1/v1/chat/completions", Err: &net.OpError{
+			Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}}
+	}
+	onConn := func(op string, errno syscall.Errno) error {
+		return &url.Error{Op: "Post", URL: "http://127.0.0.1:1/v1/chat/completions", Err: &net.OpError{
+			Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}}
+	}
+	for _, tt := range []struct {
+		name    string
+		err     error
+		reading bool
+		want    string
+	}{
+		{"dial refused", dial(syscall.ECONNREFUSED), false, metrics.ErrConnect},
+		{"dial reset", dial(syscall.ECONNRESET), false, metrics.ErrConnect},
+		{"dns", &url.Error{Op: "Post", Err: &net.DNSError{Err: "no such host", Name: "nowhere"}}, false, metrics.ErrConnect},
+		{"write reset", onConn("write", syscall.ECONNRESET), false, metrics.ErrReset},
+		{"read reset", onConn("read", syscall.ECONNRESET), true, metrics.ErrReset},
+		{"EOF before a response", &url.Error{Op: "Post", Err: io.EOF}, false, metrics.ErrReset},
+		{"EOF mid-response", io.ErrUnexpectedEOF, true, metrics.ErrTruncated},
+	} {
+		if got := classify(context.Background(), tt.err, tt.reading); got.Class != tt.want {
+			t.Errorf("%s (%v): class %q; want %q", tt.name, tt.err, got.Class, tt.want)
+		}
+	}
+}
+
+// TestOnConnMeansReachable: the gate reopens on OnConn, so it fires only on
+// evidence that the server answers now: a fresh connection, or a response
+// byte. A kept-alive connection handed out from the pool is none, since a
+// dead server's idle connections are handed out too until a read fails.
+func TestOnConnMeansReachable(t *testing.T) {
+	calls := 0
+	tr := &connTrace{start: time.Now(), now: time.Now, onConn: func() { calls++ }}
+	h := tr.hooks()
+	h.GotConn(httptrace.GotConnInfo{Reused: true, WasIdle: true})
+	if calls != 0 {
+		t.Fatal("OnConn on a kept-alive connection from the pool")
+	}
+	h.GotFirstResponseByte()
+	if calls != 1 {
+		t.Fatalf("OnConn called %d times at the first response byte; want 1", calls)
+	}
+	h.GotConn(httptrace.GotConnInfo{})
+	if calls != 2 {
+		t.Fatalf("OnConn called %d times after a fresh connection; want 2", calls)
+	}
 }

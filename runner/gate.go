@@ -23,9 +23,11 @@ const (
 // the next at once, thousands a second, each a record on disk. So the first
 // connection failure closes the gate: from then on, one request at a time
 // may try (a probe), after an exponentially growing, jittered wait; the
-// others wait at the gate. The first connection that succeeds opens it
-// again. When no connection has succeeded for giveUp, the gate trips: the
-// row stops, and the run stops with "server unreachable since T".
+// others wait at the gate. The first fresh connection, or the first
+// response byte on any, opens it again (a kept-alive connection handed out
+// proves nothing: a dead server's idle connections are handed out too).
+// When nothing has connected for giveUp, the gate trips: the row stops,
+// and the run stops with "server unreachable since T".
 type gate struct {
 	giveUp time.Duration
 
@@ -142,23 +144,36 @@ func (g *gate) connected() {
 
 // failed reports that a request could not connect. It returns whether the
 // gate tripped: no connection for giveUp.
+//
+// Only the outage's first failure and its probes' failures set the wait:
+// the requests that were already in flight when the server died fail in a
+// burst, and counting each as a failed retry would push the first probe
+// to backoffMax at once. And no wait runs past giveUp from the outage's
+// start, so that the attempt that decides whether the gate trips goes then,
+// not up to backoffMax later.
 func (g *gate) failed(probe bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
-	if !g.down {
+	first := !g.down
+	if first {
 		g.down, g.since, g.failures = true, now, 0
 	}
 	if probe {
 		g.probing = false
 	}
-	g.failures++
-	wait := backoffBase << min(g.failures-1, 16)
-	wait = min(wait, backoffMax)
-	wait = wait/2 + time.Duration(g.rng.Int64N(int64(wait/2)+1))
-	g.next = now.Add(wait)
+	if first || probe {
+		g.failures++
+		wait := backoffBase << min(g.failures-1, 16)
+		wait = min(wait, backoffMax)
+		wait = wait/2 + time.Duration(g.rng.Int64N(int64(wait/2)+1))
+		g.next = now.Add(wait)
+	}
 	if !g.tripped && now.Sub(g.since) >= g.giveUp {
 		g.tripped = true
+	}
+	if deadline := g.since.Add(g.giveUp); !g.tripped && g.next.After(deadline) {
+		g.next = deadline
 	}
 	g.notify()
 	return g.tripped

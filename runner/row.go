@@ -303,16 +303,6 @@ var errCanceled = errors.New("cancelled by the client")
 // fire sends one request under the in-flight context and records it, and
 // tells the gate whether it reached the server.
 func (rr *rowRun) fire(inflight context.Context, cl *call) {
-	defer func() {
-		rec := cl.Rec
-		switch {
-		case rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0:
-			rr.gate.failed(cl.probe)
-			rr.stopIfUnreachable()
-		default:
-			rr.gate.done(cl.probe)
-		}
-	}()
 	cl.OnConn = rr.gate.connected
 	ctx, cancel := context.WithTimeoutCause(inflight, rr.row.Timeout.D(), protocol.ErrRequestTimeout)
 	defer cancel()
@@ -331,6 +321,15 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 	rr.live.Begin()
 	rr.client.Do(ctx, &cl.Call)
 	rr.live.End()
+	// The gate hears first, the record's writer after: under an open
+	// loop every millisecond the gate stays open after a refusal is
+	// more arrivals sent into a dead server.
+	if rec := cl.Rec; rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0 {
+		rr.gate.failed(cl.probe)
+		rr.stopIfUnreachable()
+	} else {
+		rr.gate.done(cl.probe)
+	}
 	rr.record(cl.Rec)
 }
 
