@@ -49,7 +49,7 @@ func (b *blockBuilder) block(h int64) string {
 	if ok {
 		return text
 	}
-	text, _ = b.corpus.exact("", 0, b.offset(h), b.size)
+	text, _ = b.corpus.exact("", 0, b.offset(h), b.size, keepEdges)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.blocks[h]; !ok {
@@ -92,7 +92,13 @@ func (b *blockBuilder) build(ids []int64, input int, unique uint64) (string, int
 		if j < len(ids) {
 			off = b.offset(ids[j])
 		}
-		text, got := b.corpus.exact(sb.String(), j*b.size, off, input)
+		// The prompt ends the message: no whitespace at its end. A cut
+		// of the next block must start where the block does.
+		trim := trimEnd
+		if j < len(ids) {
+			trim |= fixedStart
+		}
+		text, got := b.corpus.exact(sb.String(), j*b.size, off, input, trim)
 		shared := j * b.size
 		if j < len(ids) {
 			shared = got // the rest is a cut of the next id's block

@@ -160,7 +160,7 @@ func (w *Row) TurnPrompt(cv *Conversation, seq int64) Prompt {
 		key := cv.n*1009 + int64(cv.turn) // spreads the windows as seq does for first turns
 		off := int((w.text ^ convRNGSalt) % uint64(len(w.corpus.ids)))
 		off = (off + int(math.Mod(float64(key)*goldenStride*float64(len(w.corpus.ids)), float64(len(w.corpus.ids))))) % len(w.corpus.ids)
-		text, got := w.corpus.exact("", 0, off, n)
+		text, got := w.corpus.exact("", 0, off, n, message)
 		user = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: text}
 		userN, requested = got, history+n
 	}

@@ -52,7 +52,7 @@ func (w *Row) pooledPrompt(seq int64) Prompt {
 		if tag != "" {
 			headN = w.corpus.tok.Count(tag)
 		}
-		query, queryN = w.corpus.exact(head, headN, off, queryReq)
+		query, queryN = w.corpus.exact(head, headN, off, queryReq, keepEdges)
 		p.query = query
 	}
 	for i := range batch {
@@ -65,7 +65,7 @@ func (w *Row) pooledPrompt(seq int64) Prompt {
 		if t := w.tag(sub+1<<40, in); t != "" {
 			head, headN = t, w.corpus.tok.Count(t)
 		}
-		text, got := w.corpus.exact(head, headN, off, in)
+		text, got := w.corpus.exact(head, headN, off, in, keepEdges)
 		p.Inputs = append(p.Inputs, text)
 		p.Requested += in + queryReq
 		p.InTokens += got + queryN

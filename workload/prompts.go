@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/infermatrix/infermatrix/metrics"
@@ -67,10 +68,11 @@ func (c *corpus) window(off, k int) []int {
 // pieces, at the window's edges and where it meets the prefix, and an edge
 // can split a multi-byte character. So the window is widened or narrowed by
 // the difference until the count is exact, and moved by one token when an
-// edge falls inside a character. If no exact text is found within a few
+// edge falls inside a character. Text that starts or ends a message has no
+// whitespace there (trim), as a chat template would cut it. If no exact text is found within a few
 // tries (in practice it always is), the closest is returned with its true
 // count, which the request's record then shows.
-func (c *corpus) exact(prefix string, prefixN, off, n int) (string, int) {
+func (c *corpus) exact(prefix string, prefixN, off, n int, trim edges) (string, int) {
 	bestText, bestCount := "", -1
 	k := n - prefixN
 	for attempt := 0; attempt < 12 && k > 0; attempt++ {
@@ -81,7 +83,29 @@ func (c *corpus) exact(prefix string, prefixN, off, n int) (string, int) {
 			off++
 			continue
 		}
+		// Chat templates trim a message (Llama 3's content|trim): a
+		// prompt that began or ended in whitespace would reach the
+		// model shorter than counted here. Such a window is moved on
+		// by a token, as one cut inside a character is; its trimmed
+		// text stays a candidate in case no other fits.
 		full := prefix + text
+		trimmed := full
+		if trim&trimEnd != 0 {
+			trimmed = strings.TrimRightFunc(trimmed, unicode.IsSpace)
+		}
+		if trim&trimStart != 0 && prefix == "" {
+			trimmed = strings.TrimLeftFunc(trimmed, unicode.IsSpace)
+		}
+		if trimmed != full && trim&fixedStart == 0 {
+			if got := c.tok.Count(trimmed); bestCount < 0 || abs(got-n) < abs(bestCount-n) {
+				bestText, bestCount = trimmed, got
+			}
+			off++
+			continue
+		}
+		// A window whose start may not move is trimmed where it stands,
+		// and widened past the whitespace if that leaves it short.
+		full = trimmed
 		got := c.tok.Count(full)
 		if bestCount < 0 || abs(got-n) < abs(bestCount-n) {
 			bestText, bestCount = full, got
@@ -93,6 +117,24 @@ func (c *corpus) exact(prefix string, prefixN, off, n int) (string, int) {
 	}
 	return bestText, bestCount
 }
+
+// edges says which ends of a corpus cut must not be whitespace: those
+// that start or end a message, which chat templates trim (Llama 3's
+// content|trim), so that the model would get a token fewer than counted.
+// A block of a Mooncake prompt, or a cut of one, keeps its edges: blocks
+// are joined, and a cut must stay a prefix of its block.
+type edges uint8
+
+const (
+	trimStart edges = 1 << iota
+	trimEnd
+	// fixedStart says the window must start at the offset given (a cut
+	// of a block): whitespace is trimmed off it in place, not avoided by
+	// moving the window on.
+	fixedStart
+	keepEdges edges = 0
+	message         = trimStart | trimEnd
+)
 
 func abs(x int) int {
 	if x < 0 {
@@ -212,7 +254,9 @@ func NewTrial(row *schema.PlannedRow, api, model string, tok tokenizer.Tokenizer
 		}
 		rng := rand.New(rand.NewPCG(pseed, 1))
 		for i := 0; i < p.Distinct; i++ {
-			text, got := w.corpus.exact("", 0, rng.IntN(len(w.corpus.ids)), p.Length)
+			// A prefix starts the message; its end is followed by
+			// the request's own text.
+			text, got := w.corpus.exact("", 0, rng.IntN(len(w.corpus.ids)), p.Length, trimStart)
 			if got != p.Length {
 				return nil, fmt.Errorf("row %s: could not build a prefix of %d tokens (got %d)", row.ID, p.Length, got)
 			}
@@ -347,7 +391,7 @@ func (w *Row) Prompt(seq int64) Prompt {
 		head += t
 		headN += w.corpus.tok.Count(t)
 	}
-	text, got := w.corpus.exact(head, headN, off, in)
+	text, got := w.corpus.exact(head, headN, off, in, message)
 	return Prompt{text: text, InTokens: got, Requested: in, MaxTokens: out, Shared: prefixN}
 }
 

@@ -182,3 +182,31 @@ func plan(t *testing.T, yaml string) *schema.Plan {
 	}
 	return p
 }
+
+// TestPromptsAreTrimmed: a synthetic prompt neither starts nor ends with
+// whitespace. Chat templates trim a message (Llama 3's content|trim), so
+// a prompt cut at a line break would reach the model a token shorter than
+// the client counted, and the row's token check would see a difference
+// the template did not make. Over many runs (nonces) the corpus windows
+// land on every kind of edge.
+func TestPromptsAreTrimmed(t *testing.T) {
+	tok := builtinTok(t)
+	for _, unique := range []string{"", schema.UniqueOff} {
+		row := &schema.PlannedRow{ID: "r", Seed: 3, UniquePrompts: unique, Input: schema.Length{Values: []int{1, 2, 5, 16, 48, 200}}, Output: schema.Length{Mean: 8}}
+		for nonce := uint64(0); nonce < 200; nonce++ {
+			w, err := New(row, "chat", "m", tok, nonce)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seq := int64(0); seq < 12; seq++ {
+				p := w.Prompt(seq)
+				if strings.TrimSpace(p.text) != p.text {
+					t.Fatalf("unique_prompts %q, nonce %d, seq %d: prompt %q has whitespace at an edge", unique, nonce, seq, p.text)
+				}
+				if got := tok.Count(p.text); got != p.InTokens {
+					t.Fatalf("nonce %d, seq %d: counted %d, reported %d", nonce, seq, got, p.InTokens)
+				}
+			}
+		}
+	}
+}
