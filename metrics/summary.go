@@ -80,13 +80,24 @@ type RowSummary struct {
 	// WindowS is the measured window in seconds: from the dispatch of the
 	// first measured request to the end of the last one. Throughputs
 	// divide by it.
-	WindowS    float64    `json:"window_s"`
-	Requests   Requests   `json:"requests"`
-	Metrics    Metrics    `json:"metrics"`
-	Throughput Throughput `json:"throughput"`
-	Goodput    Goodput    `json:"goodput"`
-	Errors     Errors     `json:"errors"`
-	SelfCheck  SelfCheck  `json:"self_check"`
+	WindowS float64 `json:"window_s"`
+	// ScheduleStartNS is where an open loop's arrival schedule began, in
+	// ns on the row's clock (the clock of the records' scheduled_ns): a
+	// record's scheduled_ns minus it is the arrival's time in the
+	// schedule, a trace's own timestamp (divided by its speedup). The
+	// schedule starts once the first request is built and the first
+	// telemetry scrape taken, and after any warm-prefix priming; a
+	// sharded row's at the row's start (its schedule is the global one,
+	// which the shards' clocks align), or after its priming. 0 for a
+	// closed loop, and in a pooled, merged or rebuilt summary (the
+	// records do not hold it).
+	ScheduleStartNS int64      `json:"schedule_start_ns,omitempty"`
+	Requests        Requests   `json:"requests"`
+	Metrics         Metrics    `json:"metrics"`
+	Throughput      Throughput `json:"throughput"`
+	Goodput         Goodput    `json:"goodput"`
+	Errors          Errors     `json:"errors"`
+	SelfCheck       SelfCheck  `json:"self_check"`
 	// InFlight is how many requests the server had at once.
 	InFlight InFlight `json:"in_flight"`
 	// Cache is what the server said of its prefix cache.

@@ -93,7 +93,7 @@ func restoreTrials(dir *rundir.Dir, plan *schema.Plan, row *schema.PlannedRow, o
 			lag := re.SelfCheck.DispatchLag
 			re.SelfCheck, re.SelfCheck.DispatchLag = t.SelfCheck, lag
 			re.Trial, re.Error, re.Rebuilt, re.Merged = t.Trial, t.Error, t.Rebuilt, t.Merged
-			re.Requests.Unsent = t.Requests.Unsent
+			re.Requests.Unsent, re.ScheduleStartNS = t.Requests.Unsent, t.ScheduleStartNS
 			*t = re
 		}
 	}

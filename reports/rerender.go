@@ -506,6 +506,7 @@ func restoreSamples(dir *rundir.Dir, plan *schema.Plan, man *rundir.Manifest, su
 		re.SelfCheck = rs.SelfCheck
 		re.SelfCheck.DispatchLag = lag
 		re.Requests.Unsent = rs.Requests.Unsent // arrivals without a record
+		re.ScheduleStartNS = rs.ScheduleStartNS // the dispatcher's, not in the records
 		if resummarize {
 			*rs = re
 			continue

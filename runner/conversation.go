@@ -150,6 +150,7 @@ func (rr *rowRun) conversationArrivals(ctx, inflight context.Context, wg *sync.W
 	}
 	pace := newPacer()
 	defer pace.close()
+	rr.startLoadClock()
 	for {
 		at, _ := next()
 		due := rr.loadStart.Add(at)

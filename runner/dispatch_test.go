@@ -3,11 +3,16 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/infermatrix/infermatrix/internal/cheapsse"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/validity"
 )
 
@@ -57,5 +62,56 @@ rows:
 	howFar := regexp.MustCompile(`it dispatched [0-9.]+ req/s against the schedule's [0-9.]+ req/s \([0-9.]+% of it\)`)
 	if !howFar.MatchString(reason.Message) || reason.Fix == "" {
 		t.Errorf("reason %+v; want it to say %q, and a fix", reason, howFar)
+	}
+}
+
+// TestOpenLoopScheduleStartsWhenReady: an open loop's schedule starts when
+// its first request is ready to go, not at the row's start. Between the
+// two, here, is a first telemetry scrape that takes 300 ms (a big /metrics
+// page from a busy server): on the row's clock the first 30 arrivals
+// would be due before anything could be sent, leave late in one burst,
+// and fail the row's dispatch_lag check for a delay that is not the
+// client falling behind.
+func TestOpenLoopScheduleStartsWhenReady(t *testing.T) {
+	inst := startPreset(t, "tiny-fast")
+	const scrape = 300 * time.Millisecond
+	var scrapes atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" && scrapes.Add(1) == 1 {
+			time.Sleep(scrape)
+		}
+		inst.Server.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	dir := t.TempDir()
+	p := planIn(t, dir, `server: {urls: [`+front.URL+`/v1]}
+telemetry: {interval: 10s}
+rows: [{id: a, requests: 40, rate: {per_second: 100}, input_tokens: 16, output_tokens: 2}]
+`, nil)
+	res, err := Run(context.Background(), p, Options{Out: filepath.Join(dir, "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scrapes.Load() == 0 {
+		t.Fatal("no scrape: the test measures nothing")
+	}
+	var worst int64
+	var first metrics.Record
+	for _, r := range records(t, res.Dir, "a") {
+		if r.Seq == 0 {
+			first = r
+		}
+		worst = max(worst, r.StartNS-r.QueueNS-r.ScheduledNS)
+	}
+	if first.StartNS < scrape.Nanoseconds() {
+		t.Fatalf("the first request started %v into the row, before the first scrape ended", time.Duration(first.StartNS))
+	}
+	if at := res.Summary.Row("a").ScheduleStartNS; at < scrape.Nanoseconds() || at > first.ScheduledNS {
+		t.Errorf("schedule_start_ns %v; want after the scrape's %v and by the first arrival's %v", time.Duration(at), scrape, time.Duration(first.ScheduledNS))
+	}
+	// Tens of ms would be the machine; the scrape's 300 ms, the schedule
+	// started before the client was ready.
+	if worst > (scrape / 3).Nanoseconds() {
+		t.Errorf("worst dispatch lag %v; the schedule began before the first scrape ended", time.Duration(worst))
 	}
 }

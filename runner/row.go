@@ -521,7 +521,7 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 	defer func() { close(quit); built.Wait() }() // no build outlives the row
 	ahead := rr.prepareAhead(next, quit, &built)
 	var waitedUntil time.Time // when the dispatcher last got a slot it had to wait for
-	for {
+	for first := true; ; first = false {
 		var item preparedCall
 		select {
 		case item = <-ahead:
@@ -529,6 +529,9 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			return
 		case <-rr.stopped:
 			return
+		}
+		if first {
+			rr.startLoadClock()
 		}
 		if item.err != nil {
 			rr.fail(item.err)
@@ -550,6 +553,7 @@ func (rr *rowRun) openLoop(ctx, inflight context.Context, wg *sync.WaitGroup, ne
 			return
 		}
 		cl := item.cl
+		cl.Rec.ScheduledNS = due.Sub(rr.start).Nanoseconds()
 		if !pace.sleepUntil(ctx, rr.stopped, due) {
 			return
 		}
@@ -692,7 +696,6 @@ func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan st
 	seq := rr.nextKept(rr.seq)
 	rr.mu.Unlock()
 	next = rr.kept(next)
-	offset := rr.loadStart.Sub(rr.start)
 	// A row with a known number of requests builds no more than it sends:
 	// long prompts (a Mooncake trace's) are not cheap to build.
 	limit := int64(-1)
@@ -715,7 +718,10 @@ func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan st
 			at, ok := next()
 			if ok {
 				item.at = at
-				item.cl, item.err = rr.prepare(ticket{seq: seq}, offset+at)
+				// The schedule is stamped when the request is
+				// dispatched: the load clock may start after this
+				// build (startLoadClock).
+				item.cl, item.err = rr.prepare(ticket{seq: seq}, at)
 			}
 			select {
 			case out <- item:
@@ -728,6 +734,36 @@ func (rr *rowRun) prepareAhead(next func() (time.Duration, bool), quit <-chan st
 		}
 	}()
 	return out
+}
+
+// startLoadClock starts an open loop's schedule now, when its dispatcher
+// holds its first request and is ready to send it, instead of at the
+// row's start. Between the two come the row's first telemetry scrape and
+// the first request's build (with a template probe, a round trip to the
+// server): on the row's clock the first arrivals would be due before the
+// client could send anything, and would leave late, in a burst, a load
+// pattern the experiment did not ask for, and a dispatch lag the client
+// need not have had. A sharded row keeps the row's start: its arrivals
+// are its share of one global schedule, which the shards' clocks align
+// (--start-at).
+func (rr *rowRun) startLoadClock() {
+	if rr.shard.on() {
+		return
+	}
+	rr.mu.Lock()
+	rr.loadStart = time.Now()
+	rr.mu.Unlock()
+}
+
+// scheduleStart is where the row's arrival schedule began on its clock,
+// for the summary: 0 for a row without one (a closed loop).
+func (rr *rowRun) scheduleStart() int64 {
+	if rr.row.Load.Mode == schema.ModeConcurrency {
+		return 0
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.loadStart.Sub(rr.start).Nanoseconds()
 }
 
 // prepareDepth is how many requests the open loop builds ahead: enough to

@@ -590,6 +590,7 @@ func (st *runState) runRow(ctx context.Context, row *schema.PlannedRow, index, t
 	}
 	s := agg.Summary(row.ID, row.Base, status)
 	s.Requests.Unsent = rr.unsent
+	s.ScheduleStartNS = rr.scheduleStart()
 	s.Trial = trial
 	var terr error
 	s.Server, s.GPU, s.Telemetry, terr = sc.finish(window, totals.totals(), &s.Metrics, plan.Telemetry.Interval.D())

@@ -66,12 +66,18 @@ rows:
 	} {
 		t.Run(form.name, func(t *testing.T) {
 			src := head + form.row
+			// Each record's arrival is read in its schedule: scheduled_ns
+			// less where the row's schedule began (schedule_start_ns).
 			run := func(sh Shard) []metrics.Record {
 				res, err := Run(context.Background(), plan(t, src), Options{Out: filepath.Join(t.TempDir(), "run"), Shard: sh})
 				if err != nil {
 					t.Fatal(err)
 				}
-				return records(t, res.Dir, "chat")
+				recs := records(t, res.Dir, "chat")
+				for i := range recs {
+					recs[i].ScheduledNS -= res.Summary.Row("chat").ScheduleStartNS
+				}
+				return recs
 			}
 			whole := convTurns(t, run(Shard{}))
 			seqs := map[int64]bool{}

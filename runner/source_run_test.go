@@ -232,7 +232,7 @@ rows:
 		if r.Warmup != (i == 0) {
 			t.Errorf("replay seq %d: warmup %v", i, r.Warmup)
 		}
-		if want := int64(ts[i] / 2 * 1e6); r.ScheduledNS != want {
+		if want := replay.ScheduleStartNS + int64(ts[i]/2*1e6); r.ScheduledNS != want {
 			t.Errorf("replay seq %d: scheduled at %v; want %v", i, time.Duration(r.ScheduledNS), time.Duration(want))
 		}
 		// Open loop: sent on time, not after the previous request.
@@ -254,8 +254,8 @@ rows:
 		t.Fatalf("capped: %d records", len(capped))
 	}
 	for _, r := range capped {
-		if r.ScheduledNS != 0 {
-			t.Errorf("capped seq %d: scheduled at %d; the trace says 0", r.Seq, r.ScheduledNS)
+		if start := res.Summary.Row("capped").ScheduleStartNS; r.ScheduledNS != start {
+			t.Errorf("capped seq %d: scheduled at %d; the trace says 0, from the schedule's start at %d", r.Seq, r.ScheduledNS, start)
 		}
 		if lag := time.Duration(r.StartNS - r.QueueNS - r.ScheduledNS); lag < 0 || lag > 30*time.Millisecond {
 			t.Errorf("capped seq %d: lag %v beside queue %v", r.Seq, lag, time.Duration(r.QueueNS))
