@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/infermatrix/infermatrix/verdict"
-
 	"github.com/infermatrix/infermatrix/discovery"
 	"github.com/infermatrix/infermatrix/internal/redact"
+	"github.com/infermatrix/infermatrix/metrics"
 	"github.com/infermatrix/infermatrix/rundir"
 	"github.com/infermatrix/infermatrix/schema"
+	"github.com/infermatrix/infermatrix/verdict"
 )
 
 // The pieces of a decision record that every renderer shows in the same
@@ -105,6 +105,23 @@ func CodeList(ids []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// MatrixVerdict is a row's verdict as the workload matrix shows it: a row
+// that stopped failing (its server unreachable, its records unwritable) is
+// "not run" to the judge, which judges nothing of it, but it did run, and
+// its results table has what it measured before it failed.
+func MatrixVerdict(rv *verdict.RowVerdict, rs *metrics.RowSummary) string {
+	if rv == nil {
+		return ""
+	}
+	if rv.Verdict == verdict.NotRun && rs != nil && rs.Status == metrics.RowFailed {
+		return FailedNotJudged
+	}
+	return rv.Verdict
+}
+
+// FailedNotJudged is the matrix's verdict of a row that failed.
+const FailedNotJudged = "failed (not judged)"
 
 // validityText is a row's validity at a glance: "valid", "invalid: load,
 // samples", or "—" for a row without measurements.

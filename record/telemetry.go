@@ -37,7 +37,7 @@ const DiagnosisIntro = "What each row's figures say about where its time goes: t
 
 func DiagnosisScope(dg *diagnosis.Diagnosis) []string {
 	if len(dg.Examined) == 0 {
-		return []string{"No row completed a request, so there was nothing to examine."}
+		return []string{"No row completed a request without failing, so there was nothing to examine: a row that failed is not diagnosed."}
 	}
 	var out []string
 	switch {

@@ -29,10 +29,7 @@ func WriteGitHub(w io.Writer, in *Input) error {
 	for i := range sum.Rows {
 		rs := &sum.Rows[i]
 		rv := d.Row(rs.ID)
-		verdict := ""
-		if rv != nil {
-			verdict = rv.Verdict
-		}
+		verdict := record.MatrixVerdict(rv, rs)
 		if rs.Status == metrics.RowNotRun {
 			m.printf("| %s | %s | — | not run | | | |\n", code(rs.ID), verdictCell(verdict))
 			continue

@@ -311,10 +311,7 @@ func newHTMLView(in *Input, plots []charts.Plot) *htmlView {
 		}
 		inTok += conversationText(r)
 		rv := d.Row(r.ID)
-		verdict := ""
-		if rv != nil {
-			verdict = rv.Verdict
-		}
+		verdict := record.MatrixVerdict(rv, sum.Row(r.ID))
 		v.Matrix = append(v.Matrix, htmlMatrixRow{ID: r.ID, Question: r.Question, Load: loadText(r),
 			Input: inTok, Output: r.Output.String(), Stop: r.Stop(), Verdict: verdictBadge(verdict), Validity: validityBadge(rv)})
 	}
@@ -429,6 +426,8 @@ func verdictBadge(v string) htmlBadge {
 		return htmlBadge{v, "incomplete"}
 	case verdict.Rejected:
 		return htmlBadge{"rejected (past capacity)", "none"}
+	case record.FailedNotJudged:
+		return htmlBadge{v, "fail"}
 	case "":
 		return htmlBadge{"—", ""}
 	}

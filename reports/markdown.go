@@ -123,10 +123,7 @@ func WriteMarkdown(w io.Writer, in *Input) error {
 		}
 		in += conversationText(r)
 		rv := d.Row(r.ID)
-		verdict := ""
-		if rv != nil {
-			verdict = rv.Verdict
-		}
+		verdict := record.MatrixVerdict(rv, sum.Row(r.ID))
 		m.printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(r.ID), cell(r.Question), cell(loadText(r)), in, out, cell(r.Stop()), verdictCell(verdict), validityCell(rv))
 	}
 	for _, id := range p.Skipped {
@@ -523,6 +520,8 @@ func verdictCell(v string) string {
 		return "⚠ invalid"
 	case verdict.Rejected:
 		return "rejected (past capacity)"
+	case record.FailedNotJudged:
+		return "❌ " + v
 	case "":
 		return "—"
 	}
@@ -533,7 +532,10 @@ func verdictCell(v string) string {
 // checks.
 func validityCell(rv *verdict.RowVerdict) string {
 	t := record.ValidityText(rv)
-	if rv != nil && rv.Validity.Valid && t == "valid" {
+	switch {
+	case t == "—":
+		return t
+	case rv.Validity.Valid && t == "valid":
 		return "✓ valid"
 	}
 	return "⚠ " + t

@@ -99,3 +99,38 @@ func TestCSV(t *testing.T) {
 		t.Errorf("broken line: count %q p95 %q; want 0 and empty", broken[col["ttft_ms_count"]], broken[col["ttft_ms_p95"]])
 	}
 }
+
+// TestFailedRowInTheMatrix: a row that stopped failing (its server went
+// away mid-row) ran and measured something; the judge leaves it unjudged
+// ("not run" in decision.json), and the matrix says it failed rather than
+// that it never ran, in decision.md and report.html alike.
+func TestFailedRowInTheMatrix(t *testing.T) {
+	plan, sum := judgefixture.Judged(t)
+	rs := sum.Row("busy")
+	rs.Status, rs.Error = metrics.RowFailed, "server unreachable since 10:00:30 UTC: no connection succeeded for 2s; the row and the run stopped"
+	d := verdict.Judge(plan, sum)
+	if rv := d.Row("busy"); rv.Verdict != verdict.NotRun {
+		t.Fatalf("busy: verdict %q; the judge leaves a failed row unjudged", rv.Verdict)
+	}
+	in := &Input{Plan: plan, Manifest: &rundir.Manifest{}, Summary: sum, Decision: d}
+	var md, html bytes.Buffer
+	if err := WriteMarkdown(&md, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&html, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for _, l := range strings.Split(md.String(), "\n") {
+		if strings.HasPrefix(l, "| `busy` |") {
+			line = l // the matrix's line comes first
+			break
+		}
+	}
+	if !strings.HasSuffix(line, "| ❌ failed (not judged) | — |") {
+		t.Errorf("decision.md's matrix line for a failed row:\n%s\nwant it marked failed, its validity —", line)
+	}
+	if !strings.Contains(html.String(), `<span class="badge fail">failed (not judged)</span>`) {
+		t.Error("report.html's matrix does not mark the failed row failed")
+	}
+}

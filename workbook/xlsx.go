@@ -386,7 +386,7 @@ func (x *xlsxWriter) summary() error {
 	probed := false // a search's probes say so (verdict.RowVerdict.Search)
 	if x.d != nil {
 		for i, rv := range x.d.Rows {
-			verdicts[rv.ID] = rv.Verdict
+			verdicts[rv.ID] = record.MatrixVerdict(&x.d.Rows[i], sum.Row(rv.ID))
 			valid[rv.ID] = &x.d.Rows[i]
 			probed = probed || rv.Search != ""
 		}
