@@ -164,6 +164,13 @@ const (
 	// DetailErrorData: a stream error sent as an ordinary data line
 	// holding an error object.
 	DetailErrorData = "data"
+	// DetailClientFiles: a connection the client could not open because
+	// its own process had no file descriptor left (EMFILE, ENFILE),
+	// usually an open loop whose requests in flight piled up against a
+	// server that could not keep up. The failure is the client's, not
+	// the server's: the run's gate does not read it as the server
+	// refusing, and the row is invalid (validity check client_files).
+	DetailClientFiles = "client_files"
 )
 
 // Tokens counts one side of a request three ways, because tools disagree on

@@ -232,6 +232,11 @@ type SelfCheck struct {
 	MeasurementErrorMS float64 `json:"measurement_error_ms,omitempty"`
 	ClockResolutionMS  float64 `json:"clock_resolution_ms,omitempty"`
 	SchedDelayP99MS    float64 `json:"sched_delay_p99_ms,omitempty"`
+	// ClientFileErrors counts measured requests that failed in the client
+	// before they could leave it: its process had no file descriptor left
+	// for the connection (Error.Detail client_files). They count among
+	// the row's connection errors too.
+	ClientFileErrors int `json:"client_file_errors,omitempty"`
 	// SharedWithServer is set when the built-in server ran in the client's
 	// process: the CPU use and scheduling delay include the server's.
 	SharedWithServer bool `json:"shared_with_server,omitempty"`
@@ -465,9 +470,12 @@ type Aggregator struct {
 	reqs    Requests
 	errs    map[string]int
 	errMsgs map[string]string // the first message of each class
-	first   int64             // earliest dispatch of a measured request, ns since row start
-	last    int64             // latest end of a measured request
-	anyMeas bool
+	// clientFiles counts measured requests the client could not send for
+	// want of a file descriptor (DetailClientFiles).
+	clientFiles int
+	first       int64 // earliest dispatch of a measured request, ns since row start
+	last        int64 // latest end of a measured request
+	anyMeas     bool
 	// okFirst and okLast bound the successful requests, from start to
 	// E2E end: AIPerf's benchmark duration.
 	okFirst, okLast int64
@@ -623,6 +631,9 @@ func (a *Aggregator) Add(r *Record) {
 		default:
 			a.errs[r.Error.Class]++
 			a.goodBase++
+			if r.Error.Detail == DetailClientFiles {
+				a.clientFiles++
+			}
 			if _, seen := a.errMsgs[r.Error.Class]; !seen {
 				a.errMsgs[r.Error.Class] = clipExample(r.Error.Message)
 			}
@@ -978,6 +989,12 @@ func (a *Aggregator) selfCheck() SelfCheck {
 	c := SelfCheck{DispatchLag: a.dist("dispatch_lag_ms", &a.lag, a.opts.Percentiles)}
 	a.clientLoad(&c)
 	c.Gaps, c.ZeroGaps = a.gaps, a.zeroGaps
+	c.ClientFileErrors = a.clientFiles
+	if a.clientFiles > 0 {
+		c.ClientBound = true
+		c.Notes = append(c.Notes, fmt.Sprintf(
+			"the client ran out of file descriptors: %d measured requests could not leave it", a.clientFiles))
+	}
 	if a.gaps > 0 {
 		c.ZeroGapShare = round6(float64(a.zeroGaps) / float64(a.gaps))
 	}

@@ -701,6 +701,9 @@ func classify(ctx context.Context, err error, reading bool) *metrics.Error {
 		return &metrics.Error{Class: metrics.ErrRedirect, Message: redir.msg}
 	case errors.Is(err, errResponseTooLarge), errors.Is(err, errResponseBudget):
 		return &metrics.Error{Class: metrics.ErrProtocol, Message: err.Error()}
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return &metrics.Error{Class: metrics.ErrConnect, Detail: metrics.DetailClientFiles,
+			Message: "the client is out of file descriptors, so it could not open a connection (lower the requests in flight with max_concurrency, or raise the limit: ulimit -n): " + err.Error()}
 	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
 		// Before the reset case: a dial the server resets (its listener
 		// closed with the connection still in its backlog, as when it

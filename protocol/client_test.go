@@ -658,9 +658,16 @@ func TestClassifyConnectionErrors(t *testing.T) {
 		{"read reset", onConn("read", syscall.ECONNRESET), true, metrics.ErrReset},
 		{"EOF before a response", &url.Error{Op: "Post", Err: io.EOF}, false, metrics.ErrReset},
 		{"EOF mid-response", io.ErrUnexpectedEOF, true, metrics.ErrTruncated},
+		{"client out of files", &url.Error{Op: "Post", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}}, false, metrics.ErrConnect},
 	} {
-		if got := classify(context.Background(), tt.err, tt.reading); got.Class != tt.want {
+		got := classify(context.Background(), tt.err, tt.reading)
+		if got.Class != tt.want {
 			t.Errorf("%s (%v): class %q; want %q", tt.name, tt.err, got.Class, tt.want)
+		}
+		// Only the client's own failure says so: the gate and the
+		// client_files check read the detail.
+		if client := got.Detail == metrics.DetailClientFiles; client != (tt.name == "client out of files") {
+			t.Errorf("%s: detail %q", tt.name, got.Detail)
 		}
 	}
 }

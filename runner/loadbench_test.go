@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/infermatrix/infermatrix/internal/cheapsse"
 	"github.com/infermatrix/infermatrix/metrics"
@@ -43,6 +44,11 @@ func TestMain(m *testing.M) {
 // the benchmark sees spent is the client's.
 const cheapServer = "cheap"
 
+// slowServer is the preset name that serves the built-in server with a
+// fixed 300 ms to the first token, for tests whose requests must stay in
+// flight a while.
+const slowServer = "slow"
+
 // serveForBenchmark serves preset on loopback, prints the base URL, and
 // stops when its standard input closes.
 func serveForBenchmark(preset, truthPath string) int {
@@ -50,6 +56,9 @@ func serveForBenchmark(preset, truthPath string) int {
 		return cheapsse.Serve()
 	}
 	cfg, err := BuiltinConfig(schema.SimSettings{Preset: preset})
+	if preset == slowServer {
+		cfg, err = sim.Config{TTFT: 300 * time.Millisecond, ITL: time.Millisecond}, nil
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -74,7 +74,7 @@ type Telemetry struct {
 // sets one only to make a check stricter or looser for a reason it can
 // state in review.
 type Validity struct {
-	Ignore        []string `yaml:"ignore" json:"ignore,omitempty" doc:"Checks not to apply, by name; the decision record lists them as ignored. Every other check applies." enum:"client_cpu,dispatch_lag,client_stall,bursts,stamp_error,simulator,load,samples,steady_state,errors,cache"`
+	Ignore        []string `yaml:"ignore" json:"ignore,omitempty" doc:"Checks not to apply, by name; the decision record lists them as ignored. Every other check applies." enum:"client_cpu,client_files,dispatch_lag,client_stall,bursts,stamp_error,simulator,load,samples,steady_state,errors,cache"`
 	ClientCPU     *float64 `yaml:"client_cpu" json:"client_cpu,omitempty" doc:"client_cpu: the client process's CPU use, as a share of its cores, from which a row is invalid." default:"0.9" exclusiveMinimum:"0" maximum:"1"`
 	ClientStallMS *float64 `yaml:"client_stall_ms" json:"client_stall_ms,omitempty" doc:"client_stall: how late (p99, ms) the client's probe timers may fire, at least; the limit is this or a tenth of the row's median token gap, whichever is larger. An idle virtual machine's timers already fire 1 to 3 ms late at p99." default:"5" exclusiveMinimum:"0"`
 	ZeroGapShare  *float64 `yaml:"zero_gap_share" json:"zero_gap_share,omitempty" doc:"bursts: the share of token events read together with the one before, from which a row is invalid." default:"0.05" exclusiveMinimum:"0" maximum:"1"`

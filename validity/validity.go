@@ -26,6 +26,7 @@ import (
 // them.
 const (
 	ClientCPU   = "client_cpu"
+	ClientFiles = "client_files"
 	DispatchLag = "dispatch_lag"
 	ClientStall = "client_stall"
 	Bursts      = "bursts"
@@ -43,7 +44,7 @@ const (
 
 // Checks lists the checks in the order reports show them: the client's,
 // then the load's, the samples', and what the server did.
-var Checks = []string{ClientCPU, DispatchLag, ClientStall, Bursts, StampError, Simulator, Load, Samples, SteadyState, Errors, Cache}
+var Checks = []string{ClientCPU, ClientFiles, DispatchLag, ClientStall, Bursts, StampError, Simulator, Load, Samples, SteadyState, Errors, Cache}
 
 // Verdict is one row's validity.
 type Verdict struct {
@@ -183,6 +184,11 @@ func check(in Input, part int) Verdict {
 		fail(ClientCPU, "run the client on more or quieter cores, or offer less load per client (lower concurrency or rate)",
 			"%s used %.0f%% of its %d cores (limit %.0f%%): goroutines queued for a core and stamped events late",
 			what, 100*sc.ClientCPU, sc.Cores, 100*cfg.ClientCPU)
+	}
+	if n := sc.ClientFileErrors; n > 0 {
+		fail(ClientFiles, "cap the requests in flight (max_concurrency: the server could not keep up with the rate, and they piled up), or raise the client's file-descriptor limit (ulimit -n)",
+			"%d measured requests failed in the client before they left it: its process had no file descriptor left for their connections; the server never saw them",
+			n)
 	}
 	if sc.DispatchLag.Count > 0 {
 		rate := sc.RequestedRate

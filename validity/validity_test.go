@@ -64,6 +64,13 @@ func TestChecksBothWays(t *testing.T) {
 		want  string // in the message
 	}{
 		{ClientCPU, ruled, func(_ *schema.PlannedRow, rs *metrics.RowSummary) { rs.SelfCheck.ClientCPU = 0.93 }, "93% of its 2 cores"},
+		// Three requests the client could not send (too few for the
+		// errors check, and a rule that judges errors would have blamed
+		// the server for them).
+		{ClientFiles, rules(t, "errors.total == 0"), func(_ *schema.PlannedRow, rs *metrics.RowSummary) {
+			rs.SelfCheck.ClientFileErrors = 3
+			rs.Requests.Failed, rs.Errors = 3, metrics.Errors{Total: 3, Ratio: 3.0 / 400, ByClass: map[string]int{metrics.ErrConnect: 3}}
+		}, "3 measured requests failed in the client before they left it"},
 		{DispatchLag, ruled, func(row *schema.PlannedRow, rs *metrics.RowSummary) {
 			// 10 req/s: the limit is a tenth of the 100 ms gap.
 			row.Load = schema.LoadPlan{Mode: schema.ModeRate, Rate: 10}
