@@ -186,7 +186,7 @@ func check(in Input, part int) Verdict {
 			what, 100*sc.ClientCPU, sc.Cores, 100*cfg.ClientCPU)
 	}
 	if n := sc.ClientFileErrors; n > 0 {
-		fail(ClientFiles, "cap the requests in flight (max_concurrency: the server could not keep up with the rate, and they piled up), or raise the client's file-descriptor limit (ulimit -n)",
+		fail(ClientFiles, "an open loop holds rate × latency requests in flight, and more when the server falls behind: raise the client's file-descriptor limit (ulimit -n), cap the requests in flight (max_concurrency), or lower the rate",
 			"%d measured requests failed in the client before they left it: its process had no file descriptor left for their connections; the server never saw them",
 			n)
 	}
