@@ -323,8 +323,8 @@ func (rr *rowRun) fire(inflight context.Context, cl *call) {
 	rr.live.End()
 	// The gate hears first, the record's writer after: under an open
 	// loop every millisecond the gate stays open after a refusal is
-	// more arrivals sent into a dead server.
-	// A client out of file descriptors says nothing of the server.
+	// more arrivals sent into a dead server. A client out of file
+	// descriptors says nothing of the server.
 	if rec := cl.Rec; rec.Error != nil && rec.Error.Class == metrics.ErrConnect && rec.ConnNS == 0 && rec.Error.Detail != metrics.DetailClientFiles {
 		rr.gate.failed(cl.probe)
 		rr.stopIfUnreachable()
