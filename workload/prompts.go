@@ -69,9 +69,9 @@ func (c *corpus) window(off, k int) []int {
 // can split a multi-byte character. So the window is widened or narrowed by
 // the difference until the count is exact, and moved by one token when an
 // edge falls inside a character. Text that starts or ends a message has no
-// whitespace there (trim), as a chat template would cut it. If no exact text is found within a few
-// tries (in practice it always is), the closest is returned with its true
-// count, which the request's record then shows.
+// whitespace there (trim), as a chat template would cut it. If no exact
+// text is found within a few tries (in practice it always is), the closest
+// is returned with its true count, which the request's record then shows.
 func (c *corpus) exact(prefix string, prefixN, off, n int, trim edges) (string, int) {
 	bestText, bestCount := "", -1
 	k := n - prefixN
