@@ -24,10 +24,15 @@ import (
 // step: the rule's bound of 0.4 sits clear of both. The rule
 // reads the server's queue (its gauge, scraped every 100 ms) rather than a
 // latency, which the test machine's other work would blur. Checks that
-// read that machine's own load are off: other tests share its cores.
+// read that machine's own load are off: other tests share its cores. So is
+// load: a closed loop's mean in flight falls short of its users by the
+// client's own time between a user's requests, which a busy machine
+// stretches (2.68 of 3 under the race detector beside three busy loops);
+// and steady_state, which rows this short (24 requests, six rounds at four
+// users) sit near by design.
 const searchServer = `server: {target: builtin, sim: {preset: qwen3-0.6b-h200, engine: {max_num_seqs: 4, step_overhead: 5ms}}}
 telemetry: {interval: 100ms}
-validity: {ignore: [client_stall, bursts, simulator, client_cpu, stamp_error]}
+validity: {ignore: [client_stall, bursts, simulator, client_cpu, stamp_error, load, steady_state]}
 defaults: {input_tokens: 64, output_tokens: 64, requests: 24, warmup: 4, body: {ignore_eos: true}}
 `
 
@@ -74,7 +79,9 @@ acceptance:
 	// The sweep's limit: the highest load up to which every point passes.
 	limit := 0.0
 	for _, c := range []int{3, 4, 5, 6} {
-		rv := d.Row("grid/c=" + search.FormatValue(float64(c)))
+		id := "grid/c=" + search.FormatValue(float64(c))
+		rv := d.Row(id)
+		why = append(why, id+": "+verdict.OutcomeOf(rv).Why)
 		if rv == nil || rv.Verdict != verdict.Pass {
 			break
 		}
