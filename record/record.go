@@ -107,7 +107,7 @@ func CodeList(ids []string) string {
 }
 
 // MatrixVerdict is a row's verdict as the workload matrix shows it: a row
-// that stopped failing (its server unreachable, its records unwritable) is
+// that failed partway (its server unreachable, its records unwritable) is
 // "not run" to the judge, which judges nothing of it, but it did run, and
 // its results table has what it measured before it failed.
 func MatrixVerdict(rv *verdict.RowVerdict, rs *metrics.RowSummary) string {

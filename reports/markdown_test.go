@@ -100,7 +100,7 @@ func TestCSV(t *testing.T) {
 	}
 }
 
-// TestFailedRowInTheMatrix: a row that stopped failing (its server went
+// TestFailedRowInTheMatrix: a row that failed partway (its server went
 // away mid-row) ran and measured something; the judge leaves it unjudged
 // ("not run" in decision.json), and the matrix says it failed rather than
 // that it never ran, in decision.md and report.html alike.

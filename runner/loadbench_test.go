@@ -55,9 +55,10 @@ func serveForBenchmark(preset, truthPath string) int {
 	if preset == cheapServer {
 		return cheapsse.Serve()
 	}
-	cfg, err := BuiltinConfig(schema.SimSettings{Preset: preset})
-	if preset == slowServer {
-		cfg, err = sim.Config{TTFT: 300 * time.Millisecond, ITL: time.Millisecond}, nil
+	cfg := sim.Config{TTFT: 300 * time.Millisecond, ITL: time.Millisecond}
+	var err error
+	if preset != slowServer {
+		cfg, err = BuiltinConfig(schema.SimSettings{Preset: preset})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
